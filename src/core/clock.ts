@@ -1,0 +1,7 @@
+/** Current wall-clock time in microseconds, with sub-millisecond resolution. */
+export function nowMicros(): number {
+  return Math.floor((performance.timeOrigin + performance.now()) * 1000)
+}
+
+/** A clock in microseconds; injectable so tests and the simulator can run on virtual time. */
+export type Clock = () => number

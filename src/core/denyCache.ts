@@ -1,0 +1,53 @@
+import type { Decision } from './decision.js'
+
+interface Denial {
+  readonly until: number
+  readonly cost: number
+  readonly decision: Decision
+}
+
+/**
+ * Remembers "this key is denied until T" so repeated requests from a denied identity are answered in-process until
+ * T without a store round trip. Only a request costing at least as much as the denied one is answered from here
+ * (a cheaper one may fit). Bounded: beyond `maxKeys` the oldest entry is dropped.
+ */
+export class DenyCache {
+  private readonly denials = new Map<string, Denial>()
+
+  constructor(private readonly maxKeys: number) {}
+
+  get(key: string, cost: number, now = Date.now()): Decision | undefined {
+    const denial = this.denials.get(key)
+    if (denial === undefined) return undefined
+    if (now >= denial.until) {
+      this.denials.delete(key)
+      return undefined
+    }
+    if (cost < denial.cost) return undefined
+    const elapsed = now - (denial.until - denial.decision.retryAfterMs)
+    return {
+      ...denial.decision,
+      resetMs: Math.max(0, denial.decision.resetMs - elapsed),
+      retryAfterMs: denial.until - now,
+      source: 'cache',
+    }
+  }
+
+  remember(key: string, cost: number, decision: Decision, now = Date.now()): void {
+    if (decision.retryAfterMs <= 0) return
+    this.denials.delete(key)
+    this.denials.set(key, { until: now + decision.retryAfterMs, cost, decision })
+    if (this.denials.size > this.maxKeys) {
+      const oldest = this.denials.keys().next()
+      if (!oldest.done) this.denials.delete(oldest.value)
+    }
+  }
+
+  forget(key: string): void {
+    this.denials.delete(key)
+  }
+
+  get size(): number {
+    return this.denials.size
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * Every error tollbooth throws carries a stable `code`; match on `.code`, not on `instanceof` (two copies of the
+ * package in one tree would break `instanceof`). All codes are listed in the README.
+ */
+export const ErrorCodes = {
+  /** An option given to a constructor or factory is missing, of the wrong type or out of range. */
+  INVALID_OPTION: 'TOLLBOOTH_ERR_INVALID_OPTION',
+  /** An argument of a call (key, cost, amount) is invalid. */
+  INVALID_ARGUMENT: 'TOLLBOOTH_ERR_INVALID_ARGUMENT',
+  /** The store did not answer within its deadline (`timeoutMs`). */
+  STORE_TIMEOUT: 'TOLLBOOTH_ERR_STORE_TIMEOUT',
+  /** The store's circuit breaker is open: the store is not called until the cooldown ends. */
+  STORE_UNAVAILABLE: 'TOLLBOOTH_ERR_STORE_UNAVAILABLE',
+  /** The store answered with an error (connection lost, script error, cluster redirection failure, ...). */
+  STORE_ERROR: 'TOLLBOOTH_ERR_STORE_ERROR',
+} as const
+
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes]
+
+export class TollboothError extends Error {
+  readonly code: ErrorCode
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'TollboothError'
+    this.code = code
+  }
+}
+
+export function invalidOption(owner: string, option: string, expected: string, got: unknown): TollboothError {
+  return new TollboothError(
+    ErrorCodes.INVALID_OPTION,
+    `${owner}: "${option}" must be ${expected}, got ${describe(got)}`,
+  )
+}
+
+export function invalidArgument(
+  owner: string,
+  argument: string,
+  expected: string,
+  got: unknown,
+): TollboothError {
+  return new TollboothError(
+    ErrorCodes.INVALID_ARGUMENT,
+    `${owner}: "${argument}" must be ${expected}, got ${describe(got)}`,
+  )
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value)
+  return typeof value
+}

@@ -1,0 +1,159 @@
+import type { Decision, DecisionSource } from './decision.js'
+import { invalidOption } from './errors.js'
+import {
+  type FailPolicy,
+  failClosedDecision,
+  failOpenDecision,
+  failPolicies,
+  isStoreFailure,
+} from './failPolicy.js'
+import { emit, type LimiterHooks } from './hooks.js'
+import { MemoryStore } from './stores/memoryStore.js'
+import type { Reply, Store, StoreRequest } from './stores/store.js'
+import { oneOf, positiveInteger } from './validate.js'
+
+/** Options every limiter takes. */
+export interface LimiterOptions {
+  /** Unique among limiters sharing a store; part of every key. No `{`, `}` or NUL, at most 128 characters. */
+  name: string
+  /** Where state lives. @default a new MemoryStore */
+  store?: Store
+  /** What to answer while the store fails; see the README. @default 'open' */
+  failPolicy?: FailPolicy
+  /** Retry-After of denials under `failPolicy: 'closed'`, in milliseconds. @default 1000 */
+  failClosedRetryAfterMs?: number
+  /** Most keys of the in-process limiter used by `failPolicy: 'local'`. @default 10000 */
+  localMaxKeys?: number
+  hooks?: LimiterHooks
+}
+
+/** How a store reply is read: the store step, the policy's quota and whether the reply's delay is meaningful. */
+export interface ResolvedLimiterOptions {
+  readonly name: string
+  readonly store: Store
+  readonly failPolicy: FailPolicy
+  readonly failClosedRetryAfterMs: number
+  readonly localMaxKeys: number
+  readonly hooks: LimiterHooks
+}
+
+export function resolveLimiterOptions(owner: string, options: LimiterOptions): ResolvedLimiterOptions {
+  if (options === null || typeof options !== 'object')
+    throw invalidOption(owner, 'options', 'an object', options)
+  const { name, store } = options
+  if (
+    typeof name !== 'string' ||
+    name.length === 0 ||
+    name.length > 128 ||
+    /[{}]/.test(name) ||
+    name.includes('\0')
+  ) {
+    throw invalidOption(owner, 'name', 'a string of 1 to 128 characters without "{", "}" or NUL', name)
+  }
+  if (store !== undefined && (typeof store !== 'object' || typeof store.run !== 'function')) {
+    throw invalidOption(owner, 'store', 'a MemoryStore, a RedisStore or another Store', store)
+  }
+  return Object.freeze({
+    name,
+    store: store ?? new MemoryStore(),
+    failPolicy: oneOf(owner, 'failPolicy', options.failPolicy ?? 'open', failPolicies),
+    failClosedRetryAfterMs: positiveInteger(
+      owner,
+      'failClosedRetryAfterMs',
+      options.failClosedRetryAfterMs ?? 1000,
+    ),
+    localMaxKeys: positiveInteger(owner, 'localMaxKeys', options.localMaxKeys ?? 10_000),
+    hooks: options.hooks ?? {},
+  })
+}
+
+/**
+ * What every limiter shares: running a step on its store, and when the store fails, answering by the fail policy
+ * (with an in-process twin store for `local`), then reporting the decision.
+ */
+export abstract class LimiterBase {
+  readonly name: string
+  readonly store: Store
+  readonly failPolicy: FailPolicy
+  /** Which algorithm this is, for events: `tokenBucket`, `slidingWindow`, ... */
+  abstract readonly algorithm: string
+  /** The policy's quota, reported as `limit` in decisions. */
+  abstract readonly limit: number
+  protected readonly options: ResolvedLimiterOptions
+  /** Only shapers (the leaky bucket) report a delay; for the others GCRA's delay is meaningless. */
+  protected reportsDelay = false
+  private localStore: MemoryStore | undefined
+
+  constructor(options: ResolvedLimiterOptions) {
+    this.options = options
+    this.name = options.name
+    this.store = options.store
+    this.failPolicy = options.failPolicy
+  }
+
+  /** Runs one step; returns the store that answered (for leases, which must be released where they were taken). */
+  protected async run(
+    request: StoreRequest,
+    cost: number,
+  ): Promise<{ decision: Decision; store: Store | undefined }> {
+    const started = performance.now()
+    let decision: Decision
+    let answeredBy: Store | undefined = this.store
+    try {
+      decision = this.toDecision(await this.store.run(request), 'store')
+    } catch (error) {
+      if (!isStoreFailure(error)) throw error
+      answeredBy = this.failPolicy === 'local' ? this.local() : undefined
+      decision = this.whenStoreFails(request)
+    }
+    this.report(request.op, decision, cost, started)
+    return { decision, store: answeredBy }
+  }
+
+  protected report(op: string, decision: Decision, cost: number, started: number): void {
+    if (this.options.hooks.onDecision === undefined) return
+    emit(this.options.hooks.onDecision, {
+      limiter: this.name,
+      algorithm: this.algorithm,
+      op,
+      allowed: decision.allowed,
+      source: decision.source,
+      cost,
+      durationMs: performance.now() - started,
+    })
+  }
+
+  protected toDecision(reply: Reply, source: DecisionSource): Decision {
+    return {
+      allowed: reply[0] === 1,
+      limit: this.limit,
+      remaining: reply[1],
+      resetMs: reply[2],
+      retryAfterMs: reply[3],
+      delayMs: this.reportsDelay ? reply[4] : 0,
+      source,
+    }
+  }
+
+  private whenStoreFails(request: StoreRequest): Decision {
+    switch (this.failPolicy) {
+      case 'open':
+        return failOpenDecision(this.limit)
+      case 'closed':
+        return failClosedDecision(this.limit, this.options.failClosedRetryAfterMs)
+      case 'local':
+        return this.toDecision(this.local().runNow(request), 'local')
+    }
+  }
+
+  /** Drops `key` from the in-process twin, if one was ever used. */
+  protected forgetLocally(key: string): void {
+    void this.localStore?.delete(this.name, key)
+  }
+
+  /** The in-process twin used by `failPolicy: 'local'`, created on first need. */
+  protected local(): MemoryStore {
+    this.localStore ??= new MemoryStore({ maxKeys: this.options.localMaxKeys })
+    return this.localStore
+  }
+}

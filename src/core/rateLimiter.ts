@@ -1,0 +1,97 @@
+import type { RateLimitPolicy } from '../http/rateLimitHeaders.js'
+import type { Decision } from './decision.js'
+import { DenyCache } from './denyCache.js'
+import { LimiterBase, type LimiterOptions, type ResolvedLimiterOptions } from './limiterBase.js'
+import type { AlgorithmName } from './stores/store.js'
+import { positiveInteger, validAmount, validKey } from './validate.js'
+
+export interface RateLimiterOptions extends LimiterOptions {
+  /**
+   * Answer repeated requests of a denied key in-process until its Retry-After has passed, without a store round
+   * trip. `false` turns it off. On by default for remote stores; pointless for the memory store.
+   * @default { maxKeys: 10000 } for remote stores
+   */
+  denyCache?: boolean | { maxKeys?: number }
+}
+
+/** How one algorithm maps costs to store arguments. */
+export interface RateAlgorithm {
+  readonly algorithm: string
+  readonly step: AlgorithmName
+  readonly limit: number
+  readonly windowSeconds: number
+  /** Store arguments for a consume or refund of `amount` (and a peek, with amount 1). */
+  args(amount: number): readonly number[]
+}
+
+/**
+ * A limiter that spends a budget: token bucket, fixed window, sliding window, leaky bucket.
+ * `consume` answers a Decision (never throws for a denial); invalid keys or costs throw TOLLBOOTH_ERR_INVALID_ARGUMENT.
+ */
+export class RateLimiter extends LimiterBase {
+  readonly algorithm: string
+  readonly limit: number
+  /** Quota and window, for `rateLimitHeaders(decision, limiter.policy)`. */
+  readonly policy: Readonly<RateLimitPolicy>
+  private readonly rate: RateAlgorithm
+  private readonly denyCache: DenyCache | undefined
+
+  constructor(options: ResolvedLimiterOptions & Pick<RateLimiterOptions, 'denyCache'>, rate: RateAlgorithm) {
+    super(options)
+    this.rate = rate
+    this.algorithm = rate.algorithm
+    this.limit = rate.limit
+    this.policy = Object.freeze({ name: options.name, quota: rate.limit, windowSeconds: rate.windowSeconds })
+    this.denyCache = createDenyCache(rate.algorithm, options.store.kind, options.denyCache)
+  }
+
+  /** Spends `cost` units for `key` if they are available; a denial spends nothing. */
+  async consume(key: string, cost = 1): Promise<Decision> {
+    validKey(this.algorithm, key)
+    validAmount(this.algorithm, 'cost', cost)
+    const cached = this.denyCache?.get(key, cost)
+    if (cached !== undefined) {
+      this.report('consume', cached, cost, performance.now())
+      return cached
+    }
+    const { decision } = await this.run(this.request('consume', key, cost), cost)
+    if (!decision.allowed && decision.source === 'store') this.denyCache?.remember(key, cost, decision)
+    return decision
+  }
+
+  /** Reads the state of `key` without spending: `allowed` says whether a cost of 1 would pass now. */
+  async peek(key: string): Promise<Decision> {
+    validKey(this.algorithm, key)
+    return (await this.run(this.request('peek', key, 1), 0)).decision
+  }
+
+  /** Gives back up to `amount` units spent earlier (never beyond the quota). Answers the state after the refund. */
+  async refund(key: string, amount: number): Promise<Decision> {
+    validKey(this.algorithm, key)
+    validAmount(this.algorithm, 'amount', amount)
+    this.denyCache?.forget(key)
+    return (await this.run(this.request('refund', key, amount), amount)).decision
+  }
+
+  /** Forgets everything about `key`: the next request starts with a full budget. */
+  async reset(key: string): Promise<void> {
+    validKey(this.algorithm, key)
+    this.denyCache?.forget(key)
+    this.forgetLocally(key)
+    await this.store.delete(this.name, key)
+  }
+
+  private request(op: string, key: string, amount: number) {
+    return { algorithm: this.rate.step, op, limiter: this.name, key, args: this.rate.args(amount) }
+  }
+}
+
+function createDenyCache(
+  owner: string,
+  storeKind: 'memory' | 'remote',
+  option: RateLimiterOptions['denyCache'],
+): DenyCache | undefined {
+  if (option === false || (option === undefined && storeKind === 'memory')) return undefined
+  const maxKeys = typeof option === 'object' ? option.maxKeys : undefined
+  return new DenyCache(positiveInteger(owner, 'denyCache.maxKeys', maxKeys ?? 10_000))
+}

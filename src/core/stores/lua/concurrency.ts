@@ -1,0 +1,43 @@
+import { prelude } from './prelude.js'
+
+/**
+ * Lua twin of `algorithms/concurrency.ts`. The key is a sorted set: member = lease id, score = expiry (µs).
+ * ARGV[3]: lease duration µs · ARGV[4]: max concurrent leases · ARGV[5]: lease id.
+ */
+export const concurrencyLua = `${prelude}
+local lease_us = tonumber(ARGV[3])
+local max = tonumber(ARGV[4])
+local lease_id = ARGV[5]
+-- expired leases (their holder died or stopped renewing) no longer count
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+
+local function leases_reply(ok)
+  local size = redis.call('ZCARD', key)
+  if size == 0 then
+    redis.call('DEL', key)
+    return reply(ok, max, 0, 0, 0)
+  end
+  local latest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  redis.call('PEXPIRE', key, to_ms(latest - now))
+  local retry = 0
+  if not ok and size >= max then
+    retry = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]) - now
+  end
+  return reply(ok, max - size, latest - now, retry, 0)
+end
+
+if op == 'acquire' then
+  if redis.call('ZCARD', key) >= max then return leases_reply(false) end
+  redis.call('ZADD', key, now + lease_us, lease_id)
+  return leases_reply(true)
+elseif op == 'release' then
+  return leases_reply(redis.call('ZREM', key, lease_id) == 1)
+elseif op == 'renew' then
+  local held = redis.call('ZSCORE', key, lease_id) ~= false
+  if held then redis.call('ZADD', key, 'XX', now + lease_us, lease_id) end
+  return leases_reply(held)
+elseif op == 'peek' then
+  return leases_reply(redis.call('ZCARD', key) < max)
+end
+return redis.error_reply('tollbooth concurrency: unknown op ' .. tostring(op))
+`

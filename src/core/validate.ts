@@ -1,0 +1,61 @@
+import { invalidArgument, invalidOption } from './errors.js'
+
+/** Checks used by every factory; each throws a `TOLLBOOTH_ERR_INVALID_OPTION` naming the owner and the option. */
+export function positiveNumber(owner: string, option: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw invalidOption(owner, option, 'a positive finite number', value)
+  }
+  return value
+}
+
+export function positiveInteger(owner: string, option: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+    throw invalidOption(owner, option, 'a positive integer', value)
+  }
+  return value
+}
+
+export function nonNegativeInteger(owner: string, option: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw invalidOption(owner, option, 'a non-negative integer', value)
+  }
+  return value
+}
+
+export function nonEmptyString(owner: string, option: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw invalidOption(owner, option, 'a non-empty string', value)
+  }
+  return value
+}
+
+export function oneOf<T extends string>(
+  owner: string,
+  option: string,
+  value: unknown,
+  allowed: readonly T[],
+): T {
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    throw invalidOption(owner, option, `one of ${allowed.map((a) => `'${a}'`).join(', ')}`, value)
+  }
+  return value as T
+}
+
+/** Longest identity accepted as a key: longer strings are almost certainly a bug or an attack. */
+export const MAX_KEY_LENGTH = 1024
+
+/** Call-time check of a key (an identity). */
+export function validKey(owner: string, key: unknown): string {
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH) {
+    throw invalidArgument(owner, 'key', `a non-empty string of at most ${MAX_KEY_LENGTH} characters`, key)
+  }
+  return key
+}
+
+/** Call-time check of a cost or refund amount. */
+export function validAmount(owner: string, argument: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw invalidArgument(owner, argument, 'a positive finite number', value)
+  }
+  return value
+}

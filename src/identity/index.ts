@@ -1,0 +1,5 @@
+export type { ClientIpOptions, ClientIpRequest, ClientIpResolver, TrustProxy } from './clientIp.js'
+export { clientIp, createClientIpResolver, UNKNOWN_IP } from './clientIp.js'
+export { HASHED_KEY_LENGTH, hashKey } from './hashKey.js'
+export type { IpKeyOptions } from './ipKey.js'
+export { ipKey } from './ipKey.js'

@@ -1,0 +1,89 @@
+import { isIP } from 'node:net'
+import ipaddr from 'ipaddr.js'
+import { invalidOption } from '../core/errors.js'
+
+const OWNER = 'ipKey'
+
+export interface IpKeyOptions {
+  /** IPv6 addresses are grouped by this network prefix (integer 1..128). Default 64: one key per /64 subnet. */
+  ipv6Prefix?: number
+  /** IPv4 addresses are grouped by this network prefix (integer 1..32). Default 32: one key per address. */
+  ipv4Prefix?: number
+}
+
+/**
+ * The rate-limit identity of an IP address.
+ *
+ * - IPv4: `1.2.3.4`, or the network `1.2.3.0/24` when `ipv4Prefix` < 32.
+ * - IPv4-mapped IPv6 (`::ffff:1.2.3.4`): treated as the IPv4 address it carries.
+ * - IPv6: the `/ipv6Prefix` network in RFC 5952 form, e.g. `2001:db8:1:2::/64` (one subscriber usually gets a
+ *   whole /64, so per-address keys would let one client rotate through 2^64 identities). With `ipv6Prefix: 128`
+ *   the plain address is returned. A zone id (`%eth0`) is dropped.
+ * - Anything else (empty, garbage, `ip:port`, non-canonical IPv4 such as `010.0.0.1`): `'unknown'`, so that
+ *   unparsable input cannot mint unbounded distinct keys; all such requests share one budget. Addresses from
+ *   `clientIp` are always parsable unless `trustProxy` trusts a hop that writes garbage.
+ *
+ * Throws `TOLLBOOTH_ERR_INVALID_OPTION` on an invalid prefix option.
+ */
+export function ipKey(ip: string, options?: IpKeyOptions): string {
+  const v6Prefix = prefixOption('ipv6Prefix', options?.ipv6Prefix, 64, 128)
+  const v4Prefix = prefixOption('ipv4Prefix', options?.ipv4Prefix, 32, 32)
+  if (typeof ip !== 'string') return 'unknown'
+  const kind = isIP(ip)
+  if (kind === 4) return v4Prefix === 32 ? ip : ipv4Network(ipv4ToInt(ip), v4Prefix)
+  if (kind !== 6) return 'unknown'
+
+  const zone = ip.indexOf('%')
+  let parsed: ipaddr.IPv6
+  try {
+    parsed = ipaddr.IPv6.parse(zone === -1 ? ip : ip.slice(0, zone))
+  } catch {
+    return 'unknown'
+  }
+  const parts = parsed.parts
+  if (parsed.isIPv4MappedAddress()) {
+    const n = (((parts[6] ?? 0) << 16) | (parts[7] ?? 0)) >>> 0
+    return v4Prefix === 32 ? intToIPv4(n) : ipv4Network(n, v4Prefix)
+  }
+  if (v6Prefix === 128) return parsed.toRFC5952String()
+  const masked = new Array<number>(8)
+  for (let i = 0; i < 8; i++) {
+    const bits = v6Prefix - i * 16
+    const part = parts[i] ?? 0
+    masked[i] = bits >= 16 ? part : bits <= 0 ? 0 : part & ((0xffff << (16 - bits)) & 0xffff)
+  }
+  return `${new ipaddr.IPv6(masked).toRFC5952String()}/${v6Prefix}`
+}
+
+function prefixOption(option: string, value: unknown, fallback: number, max: number): number {
+  if (value === undefined) return fallback
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+    throw invalidOption(OWNER, option, `an integer from 1 to ${max}`, value)
+  }
+  return value
+}
+
+/** `ip` has passed `net.isIP(ip) === 4`: four canonical decimal octets. */
+function ipv4ToInt(ip: string): number {
+  let n = 0
+  let octet = 0
+  for (let i = 0; i < ip.length; i++) {
+    const c = ip.charCodeAt(i)
+    if (c === 0x2e /* . */) {
+      n = n * 256 + octet
+      octet = 0
+    } else {
+      octet = octet * 10 + (c - 0x30)
+    }
+  }
+  return n * 256 + octet
+}
+
+function intToIPv4(n: number): string {
+  return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`
+}
+
+function ipv4Network(n: number, prefix: number): string {
+  const mask = (0xffffffff << (32 - prefix)) >>> 0
+  return `${intToIPv4((n & mask) >>> 0)}/${prefix}`
+}

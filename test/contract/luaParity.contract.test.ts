@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Decision } from '../../src/core/decision.js'
+import { concurrencyLimit } from '../../src/core/limiters/concurrencyLimit.js'
+import { fixedWindow } from '../../src/core/limiters/fixedWindow.js'
+import { leakyBucket } from '../../src/core/limiters/leakyBucket.js'
+import { slidingWindow } from '../../src/core/limiters/slidingWindow.js'
+import { tokenBucket } from '../../src/core/limiters/tokenBucket.js'
+import type { RateLimiter } from '../../src/core/rateLimiter.js'
+import type { Store } from '../../src/core/stores/store.js'
+import { VirtualClock } from '../helpers/contract.js'
+import { createStore, type StoreFixture } from '../helpers/stores.js'
+
+/**
+ * The pure TypeScript steps (run by the memory store) and their Lua twins (run by Redis) must answer alike: the same
+ * random sequence of operations, at the same virtual times, gives the same decisions, field for field.
+ */
+
+/** A small seeded PRNG (mulberry32), so a failing sequence can be replayed from its seed. */
+function random(seed: number): () => number {
+  let state = seed
+  return () => {
+    state = (state + 0x6d2b79f5) | 0
+    let t = Math.imul(state ^ (state >>> 15), 1 | state)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+type RateFactory = (store: Store, name: string) => RateLimiter
+
+const rateLimiters: [string, RateFactory, number][] = [
+  [
+    'tokenBucket 7 @ 3/s',
+    (store, name) => tokenBucket({ name, store, capacity: 7, refillPerSecond: 3, denyCache: false }),
+    7,
+  ],
+  [
+    'tokenBucket 100 @ 1/h',
+    (store, name) => tokenBucket({ name, store, capacity: 100, refillPerSecond: 1 / 3600, denyCache: false }),
+    100,
+  ],
+  [
+    'fixedWindow 5 / 1.5 s',
+    (store, name) => fixedWindow({ name, store, limit: 5, windowMs: 1500, denyCache: false }),
+    5,
+  ],
+  [
+    'slidingWindow 9 / 2 s',
+    (store, name) => slidingWindow({ name, store, limit: 9, windowMs: 2000, denyCache: false }),
+    9,
+  ],
+  [
+    'slidingWindow 1000 / 700 ms',
+    (store, name) => slidingWindow({ name, store, limit: 1000, windowMs: 700, denyCache: false }),
+    1000,
+  ],
+  [
+    'leakyBucket 7/s queue 4',
+    (store, name) => leakyBucket({ name, store, ratePerSecond: 7, maxQueue: 4, denyCache: false }),
+    5,
+  ],
+]
+
+describe('Lua and TypeScript twins decide alike', () => {
+  let redis: StoreFixture
+  let memory: StoreFixture
+  const clock = new VirtualClock()
+
+  beforeAll(async () => {
+    redis = await createStore('redis', clock.now)
+    memory = await createStore('memory', clock.now)
+  })
+  afterAll(async () => {
+    await redis.close()
+    await memory.close()
+  })
+
+  it.each(rateLimiters)('%s', async (label, create, quota) => {
+    for (const seed of [1, 2, 3]) {
+      const next = random(seed * 7919 + label.length)
+      const name = `parity-${label.replace(/\W/g, '')}-${seed}`
+      const onMemory = create(memory.store, name)
+      const onRedis = create(redis.store, name)
+      for (let i = 0; i < 150; i++) {
+        // Advance by a random number of microseconds, sometimes not at all, sometimes across windows.
+        clock.advance((next() < 0.3 ? 0 : next() ** 3 * 3000) + Math.floor(next() * 1000) / 1000)
+        const key = `k${Math.floor(next() * 3)}`
+        const roll = next()
+        // Whole costs mostly; fractional and above-quota ones sometimes.
+        const amount = roll < 0.1 ? quota + 1 : roll < 0.2 ? 0.5 + next() * 2 : 1 + Math.floor(next() * 3)
+        const op = roll < 0.6 ? 'consume' : roll < 0.8 ? 'refund' : 'peek'
+        const call = (limiter: RateLimiter): Promise<Decision> =>
+          op === 'consume'
+            ? limiter.consume(key, amount)
+            : op === 'refund'
+              ? limiter.refund(key, amount)
+              : limiter.peek(key)
+        const [fromMemory, fromRedis] = [await call(onMemory), await call(onRedis)]
+        expect({ step: i, seed, op, ...fromRedis }).toEqual({ step: i, seed, op, ...fromMemory })
+      }
+    }
+  })
+
+  it('concurrency leases', async () => {
+    const next = random(42)
+    const onMemory = concurrencyLimit({ name: 'parity-leases', store: memory.store, max: 3, leaseMs: 800 })
+    const onRedis = concurrencyLimit({ name: 'parity-leases', store: redis.store, max: 3, leaseMs: 800 })
+    const held: {
+      memory: Awaited<ReturnType<typeof onMemory.acquire>>
+      redis: Awaited<ReturnType<typeof onRedis.acquire>>
+    }[] = []
+    for (let i = 0; i < 200; i++) {
+      clock.advance(next() ** 2 * 600)
+      const roll = next()
+      if (roll < 0.5) {
+        const pair = { memory: await onMemory.acquire('k'), redis: await onRedis.acquire('k') }
+        const { leaseId: _m, release: _mr, renew: _mn, ...memoryDecision } = pair.memory
+        const { leaseId: _r, release: _rr, renew: _rn, ...redisDecision } = pair.redis
+        expect({ i, ...redisDecision }).toEqual({ i, ...memoryDecision })
+        if (pair.memory.allowed) held.push(pair)
+      } else if (roll < 0.7 && held.length > 0) {
+        const pair = held.splice(Math.floor(next() * held.length), 1)[0]
+        await pair?.memory.release()
+        await pair?.redis.release()
+      } else if (roll < 0.85 && held.length > 0) {
+        const pair = held[Math.floor(next() * held.length)]
+        expect(await pair?.redis.renew()).toBe(await pair?.memory.renew())
+      } else {
+        expect({ i, ...(await onRedis.peek('k')) }).toEqual({ i, ...(await onMemory.peek('k')) })
+      }
+    }
+  })
+})

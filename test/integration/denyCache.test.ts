@@ -1,0 +1,70 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { tokenBucket } from '../../src/core/limiters/tokenBucket.js'
+import type { Reply, Store, StoreRequest } from '../../src/core/stores/store.js'
+import { createStore, type StoreFixture } from '../helpers/stores.js'
+
+/** Counts the calls that reach the real Redis store underneath. */
+function counting(store: Store): Store & { calls: number } {
+  const counted = {
+    kind: store.kind,
+    calls: 0,
+    run(request: StoreRequest): Promise<Reply> {
+      counted.calls++
+      return store.run(request)
+    },
+    delete: (limiter: string, key: string) => store.delete(limiter, key),
+  }
+  return counted
+}
+
+describe('deny cache (real Redis, real time)', () => {
+  let fixture: StoreFixture
+  beforeEach(async () => {
+    fixture = await createStore('redis')
+  })
+  afterEach(() => fixture.close())
+
+  it('answers a denied key in-process until its Retry-After, then asks the store again', async () => {
+    const store = counting(fixture.store)
+    const limiter = tokenBucket({ name: 'cache', store, capacity: 2, refillPerSecond: 10 })
+    await limiter.consume('k')
+    await limiter.consume('k')
+    const denied = await limiter.consume('k')
+    expect(denied).toMatchObject({ allowed: false, source: 'store' })
+    expect(store.calls).toBe(3)
+    for (let i = 0; i < 20; i++) expect((await limiter.consume('k')).source).toBe('cache')
+    expect(store.calls).toBe(3)
+    await new Promise((resolve) => setTimeout(resolve, denied.retryAfterMs + 5))
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, source: 'store' })
+    expect(store.calls).toBe(4)
+  })
+
+  it('lets a cheaper request through to the store, and a refund clears the denial', async () => {
+    const store = counting(fixture.store)
+    const limiter = tokenBucket({ name: 'cheaper', store, capacity: 10, refillPerSecond: 0.01 })
+    await limiter.consume('k', 8)
+    expect((await limiter.consume('k', 5)).source).toBe('store')
+    expect((await limiter.consume('k', 6)).source).toBe('cache')
+    expect(await limiter.consume('k', 2)).toMatchObject({ allowed: true, source: 'store' })
+    await limiter.consume('k', 5)
+    await limiter.refund('k', 10)
+    expect(await limiter.consume('k', 5)).toMatchObject({ allowed: true, source: 'store' })
+  })
+
+  it('is bounded', async () => {
+    const limiter = tokenBucket({
+      name: 'bounded',
+      store: fixture.store,
+      capacity: 1,
+      refillPerSecond: 0.01,
+      denyCache: { maxKeys: 5 },
+    })
+    for (let i = 0; i < 20; i++) {
+      await limiter.consume(`k${i}`)
+      await limiter.consume(`k${i}`)
+    }
+    // The oldest denials were dropped: k0 goes back to the store, k19 is still answered in-process.
+    expect((await limiter.consume('k0')).source).toBe('store')
+    expect((await limiter.consume('k19')).source).toBe('cache')
+  })
+})

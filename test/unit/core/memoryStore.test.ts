@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest'
+import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
+import { tokenBucket } from '../../../src/index.js'
+
+describe('MemoryStore', () => {
+  it('never holds more than maxKeys, evicting the least recently written', async () => {
+    const store = new MemoryStore({ maxKeys: 100 })
+    const limiter = tokenBucket({ name: 'bounded', store, capacity: 1, refillPerSecond: 0.001 })
+    await limiter.consume('hot')
+    for (let i = 0; i < 1000; i++) {
+      await limiter.consume(`k${i}`)
+      expect(store.size).toBeLessThanOrEqual(100)
+      if (i % 50 === 0) await limiter.consume('hot')
+    }
+    expect(store.size).toBe(100)
+    // 'hot' was written recently, so it survived; k0 was evicted and starts full again.
+    expect((await limiter.consume('hot')).allowed).toBe(false)
+    expect((await limiter.consume('k0')).allowed).toBe(true)
+    store.close()
+  })
+
+  it('drops expired keys on sweep and on read', async () => {
+    let now = 1_000_000_000
+    const store = new MemoryStore({ clock: () => now, sweepIntervalMs: 10 })
+    const limiter = tokenBucket({ name: 'sweep', store, capacity: 2, refillPerSecond: 1 })
+    for (let i = 0; i < 10; i++) await limiter.consume(`k${i}`)
+    expect(store.size).toBe(10)
+    now += 1001 * 1000
+    await new Promise((resolve) => setTimeout(resolve, 30))
+    expect(store.size).toBe(0)
+    store.close()
+  })
+})

@@ -1,0 +1,218 @@
+import { describe, expect, it } from 'vitest'
+import type { Decision } from '../../../src/core/decision.js'
+import {
+  mergeRateLimitHeaders,
+  type RateLimitPolicy,
+  rateLimitHeaders,
+} from '../../../src/http/rateLimitHeaders.js'
+
+function decision(overrides: Partial<Decision>): Decision {
+  return {
+    allowed: true,
+    limit: 100,
+    remaining: 42,
+    resetMs: 16_001,
+    retryAfterMs: 0,
+    delayMs: 0,
+    source: 'store',
+    ...overrides,
+  }
+}
+
+function codeOf(fn: () => unknown): unknown {
+  try {
+    fn()
+  } catch (error) {
+    return (error as { code?: unknown }).code
+  }
+  return undefined
+}
+
+const burst: RateLimitPolicy = { name: 'burst', quota: 100, windowSeconds: 60 }
+
+describe('rateLimitHeaders', () => {
+  it('describes an allowed decision', () => {
+    expect(rateLimitHeaders(decision({}), burst)).toEqual({
+      'RateLimit-Policy': '"burst";q=100;w=60',
+      RateLimit: '"burst";r=42;t=17',
+    })
+  })
+
+  it('adds Retry-After to a denial', () => {
+    const denied = decision({ allowed: false, remaining: 0, resetMs: 30_000, retryAfterMs: 30_000 })
+    expect(rateLimitHeaders(denied, burst)).toEqual({
+      'RateLimit-Policy': '"burst";q=100;w=60',
+      RateLimit: '"burst";r=0;t=30',
+      'Retry-After': '30',
+    })
+  })
+
+  it.each([
+    [0, '1'],
+    [1, '1'],
+    [999, '1'],
+    [1000, '1'],
+    [1001, '2'],
+    [59_999, '60'],
+  ])('rounds Retry-After of %i ms up to %s s, at least 1', (retryAfterMs, expected) => {
+    const denied = decision({ allowed: false, remaining: 0, resetMs: 60_000, retryAfterMs })
+    expect(rateLimitHeaders(denied, burst)['Retry-After']).toBe(expected)
+  })
+
+  it.each([
+    [0, 't=0'],
+    [1, 't=1'],
+    [1000, 't=1'],
+    [1001, 't=2'],
+  ])('rounds reset of %i ms up to %s', (resetMs, expected) => {
+    expect(rateLimitHeaders(decision({ resetMs }), burst).RateLimit).toBe(`"burst";r=42;${expected}`)
+  })
+
+  it('caps t at Retry-After on a denial so Retry-After never points before the window end', () => {
+    // Token bucket: one token back in 1.5 s, bucket full in 60 s.
+    const denied = decision({ allowed: false, remaining: 0, resetMs: 60_000, retryAfterMs: 1500 })
+    expect(rateLimitHeaders(denied, burst)).toEqual({
+      'RateLimit-Policy': '"burst";q=100;w=60',
+      RateLimit: '"burst";r=0;t=2',
+      'Retry-After': '2',
+    })
+  })
+
+  it('emits no Retry-After when allowed, even with a retryAfterMs', () => {
+    expect(rateLimitHeaders(decision({ retryAfterMs: 5000 }), burst)['Retry-After']).toBeUndefined()
+  })
+
+  it('adds legacy headers on request', () => {
+    expect(rateLimitHeaders(decision({}), burst, { legacy: true })).toEqual({
+      'RateLimit-Policy': '"burst";q=100;w=60',
+      RateLimit: '"burst";r=42;t=17',
+      'X-RateLimit-Limit': '100',
+      'X-RateLimit-Remaining': '42',
+      'X-RateLimit-Reset': '17',
+    })
+    const denied = decision({ allowed: false, remaining: 0, resetMs: 9000, retryAfterMs: 9000 })
+    expect(rateLimitHeaders(denied, burst, { legacy: true })).toEqual({
+      'RateLimit-Policy': '"burst";q=100;w=60',
+      RateLimit: '"burst";r=0;t=9',
+      'Retry-After': '9',
+      'X-RateLimit-Limit': '100',
+      'X-RateLimit-Remaining': '0',
+      'X-RateLimit-Reset': '9',
+    })
+  })
+
+  it('omits w when no window is given', () => {
+    expect(rateLimitHeaders(decision({ remaining: 3 }), { name: 'conc', quota: 5 })).toEqual({
+      'RateLimit-Policy': '"conc";q=5',
+      RateLimit: '"conc";r=3;t=17',
+    })
+  })
+
+  it('adds qu only for units other than requests', () => {
+    const d = decision({ remaining: 7, resetMs: 0 })
+    expect(
+      rateLimitHeaders(d, { name: 'c', quota: 10, unit: 'concurrent-requests' })['RateLimit-Policy'],
+    ).toBe('"c";q=10;qu="concurrent-requests"')
+    expect(
+      rateLimitHeaders(d, { name: 'b', quota: 65535, windowSeconds: 10, unit: 'content-bytes' })[
+        'RateLimit-Policy'
+      ],
+    ).toBe('"b";q=65535;qu="content-bytes";w=10')
+    expect(rateLimitHeaders(d, { name: 'r', quota: 10, unit: 'requests' })['RateLimit-Policy']).toBe(
+      '"r";q=10',
+    )
+  })
+
+  it('sends the partition key as a byte sequence in both fields', () => {
+    // The draft's own example value: "trial121323" is dHJpYWwxMjEzMjM= in base64.
+    const headers = rateLimitHeaders(decision({ remaining: 999, resetMs: 0 }), {
+      name: 'default',
+      quota: 1000,
+      partitionKey: 'trial121323',
+    })
+    expect(headers).toEqual({
+      'RateLimit-Policy': '"default";q=1000;pk=:dHJpYWwxMjEzMjM=:',
+      RateLimit: '"default";r=999;t=0;pk=:dHJpYWwxMjEzMjM=:',
+    })
+  })
+
+  it('escapes quotes and backslashes in the policy name', () => {
+    const headers = rateLimitHeaders(decision({}), { name: 'a "quoted" \\ name', quota: 1 })
+    expect(headers['RateLimit-Policy']).toBe('"a \\"quoted\\" \\\\ name";q=1')
+    expect(headers.RateLimit).toBe('"a \\"quoted\\" \\\\ name";r=42;t=17')
+  })
+
+  it('accepts a quota of 0', () => {
+    expect(rateLimitHeaders(decision({ remaining: 0 }), { name: 'off', quota: 0 })['RateLimit-Policy']).toBe(
+      '"off";q=0',
+    )
+  })
+
+  it.each([
+    ['an empty name', { name: '', quota: 1 }, 'policy.name'],
+    ['a non-ASCII name', { name: 'café', quota: 1 }, 'policy.name'],
+    ['a name with a newline', { name: 'a\nb', quota: 1 }, 'policy.name'],
+    ['a name with DEL', { name: 'a\u007f', quota: 1 }, 'policy.name'],
+    ['a negative quota', { name: 'p', quota: -1 }, 'policy.quota'],
+    ['a fractional quota', { name: 'p', quota: 1.5 }, 'policy.quota'],
+    ['a NaN quota', { name: 'p', quota: Number.NaN }, 'policy.quota'],
+    ['a string quota', { name: 'p', quota: '100' }, 'policy.quota'],
+    ['a zero window', { name: 'p', quota: 1, windowSeconds: 0 }, 'policy.windowSeconds'],
+    ['a fractional window', { name: 'p', quota: 1, windowSeconds: 0.5 }, 'policy.windowSeconds'],
+    ['an unknown unit', { name: 'p', quota: 1, unit: 'bytes' }, 'policy.unit'],
+    ['an empty partition key', { name: 'p', quota: 1, partitionKey: '' }, 'policy.partitionKey'],
+  ])('refuses %s', (_label, policy, option) => {
+    const call = () => rateLimitHeaders(decision({}), policy as unknown as RateLimitPolicy)
+    expect(codeOf(call)).toBe('TOLLBOOTH_ERR_INVALID_OPTION')
+    expect(call).toThrow(`"${option}"`)
+  })
+})
+
+describe('mergeRateLimitHeaders', () => {
+  const daily: RateLimitPolicy = { name: 'daily', quota: 1000, windowSeconds: 86400 }
+
+  it('joins several policies into one list per field and keeps the longest Retry-After', () => {
+    const a = rateLimitHeaders(
+      decision({ allowed: false, remaining: 0, resetMs: 5000, retryAfterMs: 5000 }),
+      burst,
+    )
+    const b = rateLimitHeaders(
+      decision({ allowed: false, remaining: 0, resetMs: 3_600_000, retryAfterMs: 3_600_000 }),
+      daily,
+    )
+    expect(mergeRateLimitHeaders([a, b])).toEqual({
+      'RateLimit-Policy': '"burst";q=100;w=60, "daily";q=1000;w=86400',
+      RateLimit: '"burst";r=0;t=5, "daily";r=0;t=3600',
+      'Retry-After': '3600',
+    })
+  })
+
+  it('emits Retry-After when only one policy denied', () => {
+    const a = rateLimitHeaders(decision({}), burst)
+    const b = rateLimitHeaders(
+      decision({ allowed: false, remaining: 0, resetMs: 10, retryAfterMs: 10 }),
+      daily,
+    )
+    expect(mergeRateLimitHeaders([a, b])).toEqual({
+      'RateLimit-Policy': '"burst";q=100;w=60, "daily";q=1000;w=86400',
+      RateLimit: '"burst";r=42;t=17, "daily";r=0;t=1',
+      'Retry-After': '1',
+    })
+  })
+
+  it('takes the legacy trio from the most restrictive policy', () => {
+    const a = rateLimitHeaders(decision({ remaining: 42, resetMs: 17_000 }), burst, { legacy: true })
+    const b = rateLimitHeaders(decision({ remaining: 7, resetMs: 3_600_000 }), daily, { legacy: true })
+    const merged = mergeRateLimitHeaders([a, b])
+    expect(merged['X-RateLimit-Limit']).toBe('1000')
+    expect(merged['X-RateLimit-Remaining']).toBe('7')
+    expect(merged['X-RateLimit-Reset']).toBe('3600')
+    expect(merged['Retry-After']).toBeUndefined()
+  })
+
+  it('returns a single input unchanged and nothing for an empty list', () => {
+    const a = rateLimitHeaders(decision({}), burst, { legacy: true })
+    expect(mergeRateLimitHeaders([a])).toEqual(a)
+    expect(mergeRateLimitHeaders([])).toEqual({})
+  })
+})
