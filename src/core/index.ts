@@ -11,6 +11,7 @@ export type {
   StoreHooks,
 } from './hooks.js'
 export type { LimiterOptions } from './limiterBase.js'
+export { type AllOfOptions, allOf, type CombinedDecision, CombinedLimiter } from './limiters/allOf.js'
 export {
   ConcurrencyLimiter,
   type ConcurrencyLimitOptions,

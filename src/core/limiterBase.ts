@@ -123,7 +123,8 @@ export abstract class LimiterBase {
     })
   }
 
-  protected toDecision(reply: Reply, source: DecisionSource): Decision {
+  /** @internal Reads a store reply as this limiter's decision. */
+  toDecision(reply: Reply, source: DecisionSource): Decision {
     return {
       allowed: reply[0] === 1,
       limit: this.limit,

@@ -2,7 +2,7 @@ import type { RateLimitPolicy } from '../http/rateLimitHeaders.js'
 import type { Decision } from './decision.js'
 import { DenyCache } from './denyCache.js'
 import { LimiterBase, type LimiterOptions, type ResolvedLimiterOptions } from './limiterBase.js'
-import type { AlgorithmName } from './stores/store.js'
+import type { AlgorithmName, StoreRequest } from './stores/store.js'
 import { positiveInteger, validAmount, validKey } from './validate.js'
 
 export interface RateLimiterOptions extends LimiterOptions {
@@ -81,7 +81,8 @@ export class RateLimiter extends LimiterBase {
     await this.store.delete(this.name, key)
   }
 
-  private request(op: string, key: string, amount: number) {
+  /** @internal The store request of one step; `allOf` sends several of them in one atomic call. */
+  request(op: string, key: string, amount: number): StoreRequest {
     return { algorithm: this.rate.step, op, limiter: this.name, key, args: this.rate.args(amount) }
   }
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Decision } from '../../src/core/decision.js'
+import { allOf } from '../../src/core/limiters/allOf.js'
 import { concurrencyLimit } from '../../src/core/limiters/concurrencyLimit.js'
 import { fixedWindow } from '../../src/core/limiters/fixedWindow.js'
 import { leakyBucket } from '../../src/core/limiters/leakyBucket.js'
@@ -98,6 +99,27 @@ describe('Lua and TypeScript twins decide alike', () => {
         const [fromMemory, fromRedis] = [await call(onMemory), await call(onRedis)]
         expect({ step: i, seed, op, ...fromRedis }).toEqual({ step: i, seed, op, ...fromMemory })
       }
+    }
+  })
+
+  it('allOf: token bucket + fixed window + sliding window, all or nothing', async () => {
+    const next = random(99)
+    const combine = (store: Store) =>
+      allOf([
+        tokenBucket({ name: 'parity-all-b', store, capacity: 6, refillPerSecond: 2 }),
+        fixedWindow({ name: 'parity-all-f', store, limit: 4, windowMs: 1200 }),
+        slidingWindow({ name: 'parity-all-s', store, limit: 5, windowMs: 900 }),
+      ])
+    const onMemory = combine(memory.store)
+    const onRedis = combine(redis.store)
+    for (let i = 0; i < 300; i++) {
+      clock.advance(next() < 0.4 ? 0 : next() ** 2 * 800)
+      const key = `k${Math.floor(next() * 2)}`
+      const cost = 1 + Math.floor(next() * 3)
+      expect({ i, ...(await onRedis.consume(key, cost)) }).toEqual({
+        i,
+        ...(await onMemory.consume(key, cost)),
+      })
     }
   })
 

@@ -12,6 +12,7 @@ function counting(store: Store): Store & { calls: number } {
       counted.calls++
       return store.run(request)
     },
+    consumeAll: (requests: readonly StoreRequest[]) => store.consumeAll(requests),
     delete: (limiter: string, key: string) => store.delete(limiter, key),
   }
   return counted

@@ -1,4 +1,5 @@
 import { algorithmSteps } from '../algorithms/index.js'
+import type { Step } from '../algorithms/step.js'
 import { type Clock, nowMicros } from '../clock.js'
 import { positiveInteger } from '../validate.js'
 import type { Reply, Store, StoreRequest } from './store.js'
@@ -50,22 +51,24 @@ export class MemoryStore implements Store {
 
   /** The same as `run`, answered synchronously. */
   runNow(request: StoreRequest): Reply {
-    const id = entryKey(request.limiter, request.key)
     const now = this.clock()
-    const entry = this.entries.get(id)
-    const state = entry !== undefined && entry.expiresAt > now ? entry.state : undefined
-    const step = algorithmSteps[request.algorithm](state, now, request.op, request.args)
-    if (step.next === 'delete') {
-      this.entries.delete(id)
-    } else if (step.next !== undefined) {
-      // Delete then set moves the key to the end of the Map's order, so eviction takes the least recently written.
-      this.entries.delete(id)
-      this.entries.set(id, { state: step.next.state, expiresAt: now + step.next.ttlMs * 1000 })
-      if (this.entries.size > this.maxKeys) this.evictOldest()
-    } else if (entry !== undefined && state === undefined) {
-      this.entries.delete(id)
-    }
+    const { id, step } = this.step(request, now)
+    this.apply(id, step, now)
     return step.reply
+  }
+
+  consumeAll(requests: readonly StoreRequest[]): Promise<Reply[]> {
+    return Promise.resolve(this.consumeAllNow(requests))
+  }
+
+  /** The same as `consumeAll`, answered synchronously. */
+  consumeAllNow(requests: readonly StoreRequest[]): Reply[] {
+    const now = this.clock()
+    // The steps only compute; nothing is written unless every policy allows.
+    const steps = requests.map((request) => this.step(request, now))
+    if (steps.every(({ step }) => step.reply[0] === 1))
+      for (const { id, step } of steps) this.apply(id, step, now)
+    return steps.map(({ step }) => step.reply)
   }
 
   delete(limiter: string, key: string): Promise<void> {
@@ -97,6 +100,25 @@ export class MemoryStore implements Store {
   /** Stops the sweeper. The store still answers afterwards; call it when throwing the store away early. */
   close(): void {
     clearInterval(this.sweeper)
+  }
+
+  private step(request: StoreRequest, now: number): { id: string; step: Step<unknown> } {
+    const id = entryKey(request.limiter, request.key)
+    const entry = this.entries.get(id)
+    const state = entry !== undefined && entry.expiresAt > now ? entry.state : undefined
+    if (entry !== undefined && state === undefined) this.entries.delete(id)
+    return { id, step: algorithmSteps[request.algorithm](state, now, request.op, request.args) }
+  }
+
+  private apply(id: string, step: Step<unknown>, now: number): void {
+    if (step.next === 'delete') {
+      this.entries.delete(id)
+    } else if (step.next !== undefined) {
+      // Delete then set moves the key to the end of the Map's order, so eviction takes the least recently written.
+      this.entries.delete(id)
+      this.entries.set(id, { state: step.next.state, expiresAt: now + step.next.ttlMs * 1000 })
+      if (this.entries.size > this.maxKeys) this.evictOldest()
+    }
   }
 
   private sweep(): void {

@@ -5,6 +5,7 @@ import type { Clock } from '../clock.js'
 import { ErrorCodes, invalidOption, TollboothError } from '../errors.js'
 import { emit, type StoreHooks } from '../hooks.js'
 import { nonEmptyString, positiveInteger } from '../validate.js'
+import { allOfLua } from './lua/allOf.js'
 import { concurrencyLua } from './lua/concurrency.js'
 import { fixedWindowLua } from './lua/fixedWindow.js'
 import { gcraLua } from './lua/gcra.js'
@@ -40,6 +41,8 @@ export interface RedisStoreOptions {
 }
 
 type ScriptCommand = (key: string, op: string, now: number, ...args: (number | string)[]) => Promise<Reply>
+type AllOfCommand = (numberOfKeys: number, ...keysThenArgs: (number | string)[]) => Promise<number[]>
+const allOfCommand = 'tollboothAllOf'
 
 /** ioredis command names, one per algorithm; `defineCommand` sends EVALSHA and falls back to EVAL on NOSCRIPT. */
 const commands: Record<AlgorithmName, { name: string; lua: string }> = {
@@ -64,6 +67,7 @@ export class RedisStore implements Store {
   private readonly hooks: StoreHooks
   private readonly clock: Clock | undefined
   private readonly scripts = {} as Record<AlgorithmName, ScriptCommand>
+  private readonly allOf: AllOfCommand
 
   constructor(options: RedisStoreOptions) {
     if (
@@ -95,6 +99,10 @@ export class RedisStore implements Store {
       if (typeof defined[name] !== 'function') this.client.defineCommand(name, { numberOfKeys: 1, lua })
       this.scripts[algorithm as AlgorithmName] = (defined[name] as ScriptCommand).bind(this.client)
     }
+    // The number of keys varies with the number of policies: given at each call.
+    if (typeof defined[allOfCommand] !== 'function')
+      this.client.defineCommand(allOfCommand, { lua: allOfLua })
+    this.allOf = (defined[allOfCommand] as unknown as AllOfCommand).bind(this.client)
   }
 
   /** The Redis key of an identity for a limiter. */
@@ -108,6 +116,14 @@ export class RedisStore implements Store {
     // 0 tells the script to read Redis' clock.
     const now = this.clock === undefined ? 0 : this.clock()
     return this.guarded(request.op, () => command(key, request.op, now, ...request.args))
+  }
+
+  async consumeAll(requests: readonly StoreRequest[]): Promise<Reply[]> {
+    const keys = requests.map((request) => this.keyOf(request.limiter, request.key))
+    const args = requests.flatMap((request) => [request.algorithm, ...request.args])
+    const now = this.clock === undefined ? 0 : this.clock()
+    const flat = await this.guarded('consumeAll', () => this.allOf(keys.length, ...keys, now, ...args))
+    return requests.map((_, i) => flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
   }
 
   async delete(limiter: string, key: string): Promise<void> {

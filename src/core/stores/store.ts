@@ -30,6 +30,11 @@ export interface Store {
   /** `memory` stores live in this process; `remote` stores can fail and are guarded by a deadline and breaker. */
   readonly kind: 'memory' | 'remote'
   run(request: StoreRequest): Promise<Reply>
+  /**
+   * Consumes from several rate policies of one identity atomically: the replies of all steps, and the writes of all
+   * of them only when every one allows. Every request is a `consume` on the same `key`, with distinct limiters.
+   */
+  consumeAll(requests: readonly StoreRequest[]): Promise<Reply[]>
   /** Removes every trace of `key` for `limiter`. */
   delete(limiter: string, key: string): Promise<void>
 }

@@ -1,10 +1,14 @@
-import { prelude } from './prelude.js'
+import { helpers } from './prelude.js'
 
 /**
  * Lua twin of `algorithms/concurrency.ts`. The key is a sorted set: member = lease id, score = expiry (µs).
- * ARGV[3]: lease duration µs · ARGV[4]: max concurrent leases · ARGV[5]: lease id.
+ * KEYS[1]: the key · ARGV[1]: op · ARGV[2]: time in µs, or 0 to read the server clock · ARGV[3]: lease duration µs ·
+ * ARGV[4]: max concurrent leases · ARGV[5]: lease id.
  */
-export const concurrencyLua = `${prelude}
+export const concurrencyLua = `${helpers}
+local key = KEYS[1]
+local op = ARGV[1]
+local now = clock(ARGV[2])
 local lease_us = tonumber(ARGV[3])
 local max = tonumber(ARGV[4])
 local lease_id = ARGV[5]

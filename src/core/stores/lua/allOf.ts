@@ -1,0 +1,40 @@
+import { fixedWindowFunction } from './fixedWindow.js'
+import { gcraFunction } from './gcra.js'
+import { helpers } from './prelude.js'
+import { slidingWindowFunction } from './slidingWindow.js'
+
+/**
+ * Consumes from several rate policies of one identity atomically, all or nothing: every policy is checked first,
+ * and only when all allow are their writes made. The keys share the identity's hash tag, so on a cluster they live
+ * in one slot.
+ * KEYS[i]: the key of policy i · ARGV[1]: time in µs, or 0 to read the server clock ·
+ * ARGV[2 + 4(i-1) .. 5 + 4(i-1)]: policy i's algorithm name (`gcra`, `fixedWindow`, `slidingWindow`) and its 3 args.
+ * Returns the replies of all policies, flattened (5 integers each).
+ */
+export const allOfLua = `${helpers}
+${gcraFunction}
+${fixedWindowFunction}
+${slidingWindowFunction}
+local algorithms = { gcra = gcra, fixedWindow = fixed_window, slidingWindow = sliding_window }
+local now = clock(ARGV[1])
+local replies = {}
+local writes = {}
+local all_allowed = true
+for i = 1, #KEYS do
+  local at = 2 + (i - 1) * 4
+  local result, write = algorithms[ARGV[at]](KEYS[i], 'consume', now, ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
+  replies[i] = result
+  writes[i] = write
+  if result[1] == 0 then all_allowed = false end
+end
+if all_allowed then
+  for i = 1, #KEYS do
+    if writes[i] then writes[i]() end
+  end
+end
+local flat = {}
+for i = 1, #KEYS do
+  for j = 1, 5 do flat[#flat + 1] = replies[i][j] end
+end
+return flat
+`
