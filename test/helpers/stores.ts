@@ -19,14 +19,28 @@ export type StoreKind = 'memory' | 'redis' | 'cluster'
 export const storeKinds: StoreKind[] = ['memory', 'redis', 'cluster']
 
 /** Client settings the README recommends for a limiter. */
-export const limiterClientOptions = { enableOfflineQueue: true, maxRetriesPerRequest: 1, lazyConnect: false }
+export const limiterClientOptions = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  connectTimeout: 1000,
+}
+
+/** Without an offline queue, commands sent before the connection is ready fail: wait for it. */
+export async function whenReady(client: Redis | Cluster): Promise<void> {
+  if (client.status === 'ready') return
+  await new Promise<void>((resolve, reject) => {
+    client.once('ready', resolve)
+    client.once('end', () => reject(new Error('redis connection ended before it was ready')))
+  })
+}
 
 export function createRedisClient(): Redis {
   return new Redis(inject('redisUrl'), limiterClientOptions)
 }
 
 export function createClusterClient(): Cluster {
-  return new Cluster(inject('redisClusterNodes'), { redisOptions: limiterClientOptions })
+  const { enableOfflineQueue, ...redisOptions } = limiterClientOptions
+  return new Cluster(inject('redisClusterNodes'), { redisOptions, enableOfflineQueue })
 }
 
 /** A store of the given kind with its own key prefix, optionally on a virtual clock (µs). */
@@ -43,7 +57,7 @@ export async function createStore(kind: StoreKind, clock?: Clock): Promise<Store
   const prefix = `test-${randomUUID().slice(0, 8)}:`
   // A generous deadline: contract tests check behaviour, the fault tests check deadlines.
   const store = new RedisStore({ client, prefix, timeoutMs: 2000, ...(clock === undefined ? {} : { clock }) })
-  await client.ping()
+  await whenReady(client)
   return {
     store,
     ttls: async () => {

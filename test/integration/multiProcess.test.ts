@@ -6,7 +6,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterEach, describe, expect, inject, it } from 'vitest'
 import { concurrencyLimit } from '../../src/core/limiters/concurrencyLimit.js'
 import { RedisStore } from '../../src/core/stores/redisStore.js'
-import { createClusterClient, createRedisClient } from '../helpers/stores.js'
+import { createClusterClient, createRedisClient, whenReady } from '../helpers/stores.js'
 import type { WorkerAlgorithm, WorkerJob, WorkerResult } from '../helpers/worker.js'
 
 const WORKER = fileURLToPath(new URL('../helpers/worker.ts', import.meta.url))
@@ -179,7 +179,7 @@ describe.each(modes)('several processes on the %s store', (mode) => {
     try {
       const store = new RedisStore({ client, prefix, timeoutMs: 5000 })
       const limiter = concurrencyLimit({ name, store, max, leaseMs, failPolicy: 'closed' })
-      await client.ping()
+      await whenReady(client)
 
       const {
         workers: [holder],

@@ -21,8 +21,9 @@ export interface Lease extends Decision {
   /** Frees the slot. Safe to call more than once: only the first call reaches the store. */
   release(): Promise<void>
   /**
-   * Extends the lease by `leaseMs` from now. Resolves `false` when the lease is gone (expired or released), `true`
-   * when still held, and also `true` when the store cannot be reached (a store outage should not end connections).
+   * Extends the lease by `leaseMs` from now. Resolves `false` when the lease is gone (expired or released) or was
+   * never granted, `true` when still held, and also `true` when the store cannot be reached or the lease was granted
+   * by `failPolicy: 'open'` (a store outage should not end connections).
    */
   renew(): Promise<boolean>
 }
@@ -50,11 +51,14 @@ export class ConcurrencyLimiter extends LimiterBase {
     const leaseId = randomUUID()
     const { decision, store } = await this.run(this.request('acquire', key, leaseId), 1)
     if (!decision.allowed || store === undefined) {
+      // Denied: there is nothing to renew. Granted by `failPolicy: 'open'`: nothing was recorded, so nothing can be
+      // lost either; renew answers true, as it does for any lease while the store is unreachable.
+      const held = decision.allowed
       return {
         ...decision,
         leaseId: undefined,
         release: () => Promise.resolve(),
-        renew: () => Promise.resolve(false),
+        renew: () => Promise.resolve(held),
       }
     }
     return this.lease(decision, store, key, leaseId)
