@@ -1,9 +1,9 @@
 /**
  * Fault tests of the Redis store: a PRIVATE redis-server (never the shared one on 6379, never the globalSetup one)
  * is stopped, restarted, paused with SIGSTOP and resumed while limiters run a concurrent load against it. Every fail
- * policy is checked with the client settings test/helpers/stores.ts records as the README's recommendation and with
- * plain ioredis defaults (offline queue on, 20 retries per request), since the store's deadline must hold whatever
- * the client does on its own; the stop also runs with the offline queue off, where commands fail at once.
+ * policy is checked with the client settings test/helpers/stores.ts records as the README's recommendation (offline
+ * queue off: commands on a dropped connection fail at once) and with plain ioredis defaults (offline queue on, 20
+ * retries per request), since the store's deadline must hold whatever the client does on its own.
  */
 import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
