@@ -80,6 +80,8 @@ export abstract class LimiterBase {
   /** The policy's quota, reported as `limit` in decisions. */
   abstract readonly limit: number
   protected readonly options: ResolvedLimiterOptions
+  /** The store when it is a MemoryStore: answered synchronously, without a promise per layer. */
+  protected readonly memoryStore: MemoryStore | undefined
   /** Only shapers (the leaky bucket) report a delay; for the others GCRA's delay is meaningless. */
   protected reportsDelay = false
   private localStore: MemoryStore | undefined
@@ -89,6 +91,15 @@ export abstract class LimiterBase {
     this.name = options.name
     this.store = options.store
     this.failPolicy = options.failPolicy
+    this.memoryStore = options.store instanceof MemoryStore ? options.store : undefined
+  }
+
+  /** Runs one step on the memory store, synchronously (a memory store cannot fail). */
+  protected runInMemory(store: MemoryStore, request: StoreRequest, cost: number): Decision {
+    const started = this.options.hooks.onDecision === undefined ? 0 : performance.now()
+    const decision = this.toDecision(store.runNow(request), 'store')
+    if (started !== 0) this.report(request.op, decision, cost, started)
+    return decision
   }
 
   /** Runs one step; returns the store that answered (for leases, which must be released where they were taken). */

@@ -46,9 +46,21 @@ export class RateLimiter extends LimiterBase {
   }
 
   /** Spends `cost` units for `key` if they are available; a denial spends nothing. */
-  async consume(key: string, cost = 1): Promise<Decision> {
-    validKey(this.algorithm, key)
-    validAmount(this.algorithm, 'cost', cost)
+  consume(key: string, cost = 1): Promise<Decision> {
+    try {
+      validKey(this.algorithm, key)
+      validAmount(this.algorithm, 'cost', cost)
+      // The hot path on a memory store: no promise but the one returned.
+      const memory = this.memoryStore
+      if (memory !== undefined)
+        return Promise.resolve(this.runInMemory(memory, this.request('consume', key, cost), cost))
+      return this.consumeRemote(key, cost)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  private async consumeRemote(key: string, cost: number): Promise<Decision> {
     const cached = this.denyCache?.get(key, cost)
     if (cached !== undefined) {
       this.report('consume', cached, cost, performance.now())

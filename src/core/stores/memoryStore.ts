@@ -23,13 +23,23 @@ export interface MemoryStoreOptions {
 interface Entry {
   state: unknown
   expiresAt: number
+  /** Written since eviction last passed it: gets a second chance instead of being evicted. */
+  touched: boolean
 }
 
-/** A bounded in-process store. Decisions are synchronous underneath; nothing leaves the process. */
+/** How many recently written keys eviction may pass over before evicting one anyway (keeps eviction O(1)). */
+const SECOND_CHANCES = 16
+
+/**
+ * A bounded in-process store. Decisions are synchronous underneath; nothing leaves the process.
+ * Keys live in one Map per limiter (looking up the caller's own key string, without building a composite key, is
+ * a quarter of the cost of a decision). Beyond `maxKeys` the limiter adding a key gives up one of its own.
+ */
 export class MemoryStore implements Store {
   readonly kind = 'memory'
   readonly maxKeys: number
-  private readonly entries = new Map<string, Entry>()
+  private readonly limiters = new Map<string, Map<string, Entry>>()
+  private count = 0
   private readonly clock: Clock
   private readonly sweeper: NodeJS.Timeout
 
@@ -52,8 +62,10 @@ export class MemoryStore implements Store {
   /** The same as `run`, answered synchronously. */
   runNow(request: StoreRequest): Reply {
     const now = this.clock()
-    const { id, step } = this.step(request, now)
-    this.apply(id, step, now)
+    const entries = this.entriesOf(request.limiter)
+    const entry = entries.get(request.key)
+    const step = this.step(request, entry, now)
+    this.apply(entries, request.key, entry, step, now)
     return step.reply
   }
 
@@ -65,34 +77,35 @@ export class MemoryStore implements Store {
   consumeAllNow(requests: readonly StoreRequest[]): Reply[] {
     const now = this.clock()
     // The steps only compute; nothing is written unless every policy allows.
-    const steps = requests.map((request) => this.step(request, now))
-    if (steps.every(({ step }) => step.reply[0] === 1))
-      for (const { id, step } of steps) this.apply(id, step, now)
+    const steps = requests.map((request) => {
+      const entries = this.entriesOf(request.limiter)
+      const entry = entries.get(request.key)
+      return { entries, key: request.key, entry, step: this.step(request, entry, now) }
+    })
+    if (steps.every(({ step }) => step.reply[0] === 1)) {
+      for (const { entries, key, entry, step } of steps) this.apply(entries, key, entry, step, now)
+    }
     return steps.map(({ step }) => step.reply)
   }
 
   delete(limiter: string, key: string): Promise<void> {
-    this.entries.delete(entryKey(limiter, key))
+    if (this.limiters.get(limiter)?.delete(key)) this.count--
     return Promise.resolve()
   }
 
   /** Keys held now, expired or not yet swept included. */
   get size(): number {
-    return this.entries.size
+    return this.count
   }
 
   /** Each live key with its remaining time to live in milliseconds; for inspection and tests. */
   snapshot(): { limiter: string; key: string; ttlMs: number }[] {
     const now = this.clock()
     const result: { limiter: string; key: string; ttlMs: number }[] = []
-    for (const [id, entry] of this.entries) {
-      if (entry.expiresAt <= now) continue
-      const split = id.indexOf('\u0000')
-      result.push({
-        limiter: id.slice(0, split),
-        key: id.slice(split + 1),
-        ttlMs: (entry.expiresAt - now) / 1000,
-      })
+    for (const [limiter, entries] of this.limiters) {
+      for (const [key, entry] of entries) {
+        if (entry.expiresAt > now) result.push({ limiter, key, ttlMs: (entry.expiresAt - now) / 1000 })
+      }
     }
     return result
   }
@@ -102,37 +115,79 @@ export class MemoryStore implements Store {
     clearInterval(this.sweeper)
   }
 
-  private step(request: StoreRequest, now: number): { id: string; step: Step<unknown> } {
-    const id = entryKey(request.limiter, request.key)
-    const entry = this.entries.get(id)
+  private step(request: StoreRequest, entry: Entry | undefined, now: number): Step<unknown> {
+    // An expired entry reads as no state; it is overwritten or swept later.
     const state = entry !== undefined && entry.expiresAt > now ? entry.state : undefined
-    if (entry !== undefined && state === undefined) this.entries.delete(id)
-    return { id, step: algorithmSteps[request.algorithm](state, now, request.op, request.args) }
+    return algorithmSteps[request.algorithm](state, now, request.op, request.args)
   }
 
-  private apply(id: string, step: Step<unknown>, now: number): void {
-    if (step.next === 'delete') {
-      this.entries.delete(id)
-    } else if (step.next !== undefined) {
-      // Delete then set moves the key to the end of the Map's order, so eviction takes the least recently written.
-      this.entries.delete(id)
-      this.entries.set(id, { state: step.next.state, expiresAt: now + step.next.ttlMs * 1000 })
-      if (this.entries.size > this.maxKeys) this.evictOldest()
+  private entriesOf(limiter: string): Map<string, Entry> {
+    let entries = this.limiters.get(limiter)
+    if (entries === undefined) {
+      entries = new Map()
+      this.limiters.set(limiter, entries)
+    }
+    return entries
+  }
+
+  private apply(
+    entries: Map<string, Entry>,
+    key: string,
+    entry: Entry | undefined,
+    step: Step<unknown>,
+    now: number,
+  ): void {
+    const next = step.next
+    if (next === 'delete') {
+      if (entries.delete(key)) this.count--
+    } else if (next === undefined) {
+      return
+    } else if (entry !== undefined) {
+      // Updated in place (cheaper than re-inserting); the flag stands in for "recently used" at eviction.
+      entry.state = next.state
+      entry.expiresAt = now + next.ttlMs * 1000
+      entry.touched = true
+    } else {
+      entries.set(key, { state: next.state, expiresAt: now + next.ttlMs * 1000, touched: false })
+      if (++this.count > this.maxKeys) this.evict(entries.size > 1 ? entries : this.largest())
     }
   }
 
   private sweep(): void {
     const now = this.clock()
-    for (const [id, entry] of this.entries) if (entry.expiresAt <= now) this.entries.delete(id)
+    for (const entries of this.limiters.values()) {
+      for (const [key, entry] of entries) {
+        if (entry.expiresAt <= now) {
+          entries.delete(key)
+          this.count--
+        }
+      }
+    }
   }
 
-  private evictOldest(): void {
-    const oldest = this.entries.keys().next()
-    if (!oldest.done) this.entries.delete(oldest.value)
+  private largest(): Map<string, Entry> {
+    let largest: Map<string, Entry> | undefined
+    for (const entries of this.limiters.values())
+      if (largest === undefined || entries.size > largest.size) largest = entries
+    return largest as Map<string, Entry>
   }
-}
 
-/** Limiter names cannot hold NUL, so this cannot collide. */
-function entryKey(limiter: string, key: string): string {
-  return `${limiter}\u0000${key}`
+  /**
+   * Evicts one key, oldest first, but a key written since it was last passed over goes to the back of the line
+   * instead (the "second chance" approximation of least-recently-used), at most SECOND_CHANCES times per eviction.
+   */
+  private evict(entries: Map<string, Entry>): void {
+    let chances = SECOND_CHANCES
+    for (const [key, entry] of entries) {
+      if (entry.touched && chances-- > 0) {
+        entry.touched = false
+        entries.delete(key)
+        entries.set(key, entry)
+        continue
+      }
+      entries.delete(key)
+      this.count--
+      return
+    }
+  }
 }

@@ -1,4 +1,4 @@
-import type { Cluster, Redis } from 'ioredis'
+import { Cluster, type Redis } from 'ioredis'
 import { hashKey } from '../../identity/hashKey.js'
 import { CircuitBreaker, type CircuitBreakerOptions } from '../circuitBreaker.js'
 import type { Clock } from '../clock.js'
@@ -6,11 +6,8 @@ import { ErrorCodes, invalidOption, TollboothError } from '../errors.js'
 import { emit, type StoreHooks } from '../hooks.js'
 import { nonEmptyString, positiveInteger } from '../validate.js'
 import { allOfLua } from './lua/allOf.js'
-import { concurrencyLua } from './lua/concurrency.js'
-import { fixedWindowLua } from './lua/fixedWindow.js'
-import { gcraLua } from './lua/gcra.js'
-import { slidingWindowLua } from './lua/slidingWindow.js'
-import type { AlgorithmName, Reply, Store, StoreRequest } from './store.js'
+import { batchLua } from './lua/batch.js'
+import type { Reply, Store, StoreRequest } from './store.js'
 
 export interface RedisStoreOptions {
   /** An ioredis `Redis` or `Cluster` client. See the README for the recommended client settings. */
@@ -23,6 +20,13 @@ export interface RedisStoreOptions {
    * @default 50
    */
   timeoutMs?: number
+  /**
+   * Most decisions sent in one script call. Decisions requested within one tick of the event loop travel together
+   * (on a standalone Redis; on a cluster, keys of different identities live in different slots, so each decision
+   * is its own call). `1` turns batching off.
+   * @default 64
+   */
+  maxBatch?: number
   /**
    * Secret for HMAC-hashing identities into keys. Without it identities are hashed with plain SHA-256, which keeps
    * them out of Redis but can be reversed by brute force for small spaces such as IPv4 addresses.
@@ -40,20 +44,21 @@ export interface RedisStoreOptions {
   hooks?: StoreHooks
 }
 
-type ScriptCommand = (key: string, op: string, now: number, ...args: (number | string)[]) => Promise<Reply>
-type AllOfCommand = (numberOfKeys: number, ...keysThenArgs: (number | string)[]) => Promise<number[]>
+type BatchCommand = (numberOfKeys: number, ...keysThenArgs: (number | string)[]) => Promise<number[]>
+
+/** ioredis command names; `defineCommand` sends EVALSHA and falls back to EVAL on NOSCRIPT. */
+const batchCommand = 'tollboothBatch'
 const allOfCommand = 'tollboothAllOf'
 
-/** ioredis command names, one per algorithm; `defineCommand` sends EVALSHA and falls back to EVAL on NOSCRIPT. */
-const commands: Record<AlgorithmName, { name: string; lua: string }> = {
-  gcra: { name: 'tollboothGcra', lua: gcraLua },
-  fixedWindow: { name: 'tollboothFixedWindow', lua: fixedWindowLua },
-  slidingWindow: { name: 'tollboothSlidingWindow', lua: slidingWindowLua },
-  concurrency: { name: 'tollboothConcurrency', lua: concurrencyLua },
+interface Pending {
+  readonly key: string
+  readonly request: StoreRequest
+  readonly resolve: (reply: Reply) => void
+  readonly reject: (error: unknown) => void
 }
 
 /**
- * A store on Redis or Redis Cluster: one atomic Lua script per decision, server time, every key with a TTL.
+ * A store on Redis or Redis Cluster: atomic Lua scripts, server time, every key with a TTL.
  * Keys are `<prefix><limiter>:{<hash of identity>}`: the hash tag keeps every key of one identity in one cluster slot.
  */
 export class RedisStore implements Store {
@@ -61,13 +66,16 @@ export class RedisStore implements Store {
   readonly name: string
   readonly prefix: string
   readonly timeoutMs: number
+  readonly maxBatch: number
   readonly breaker: CircuitBreaker
   private readonly client: Redis | Cluster
   private readonly keySecret: string | undefined
   private readonly hooks: StoreHooks
   private readonly clock: Clock | undefined
-  private readonly scripts = {} as Record<AlgorithmName, ScriptCommand>
-  private readonly allOf: AllOfCommand
+  private readonly batch: BatchCommand
+  private readonly allOf: BatchCommand
+  private queue: Pending[] = []
+  private flushScheduled = false
 
   constructor(options: RedisStoreOptions) {
     if (
@@ -83,6 +91,8 @@ export class RedisStore implements Store {
       throw invalidOption('RedisStore', 'prefix', 'a string without "{" or "}"', this.prefix)
     }
     this.timeoutMs = positiveInteger('RedisStore', 'timeoutMs', options.timeoutMs ?? 50)
+    const maxBatch = positiveInteger('RedisStore', 'maxBatch', options.maxBatch ?? 64)
+    this.maxBatch = this.client instanceof Cluster ? 1 : maxBatch
     this.keySecret =
       options.keySecret === undefined
         ? undefined
@@ -93,16 +103,23 @@ export class RedisStore implements Store {
     this.breaker = new CircuitBreaker('RedisStore', options.breaker ?? {}, (from, to) =>
       emit(this.hooks.onBreakerChange, { store: this.name, from, to }),
     )
-    const defined = this.client as unknown as Record<string, ScriptCommand>
-    for (const [algorithm, { name, lua }] of Object.entries(commands)) {
-      // Several stores may share one client: define each command once.
-      if (typeof defined[name] !== 'function') this.client.defineCommand(name, { numberOfKeys: 1, lua })
-      this.scripts[algorithm as AlgorithmName] = (defined[name] as ScriptCommand).bind(this.client)
-    }
-    // The number of keys varies with the number of policies: given at each call.
-    if (typeof defined[allOfCommand] !== 'function')
-      this.client.defineCommand(allOfCommand, { lua: allOfLua })
-    this.allOf = (defined[allOfCommand] as unknown as AllOfCommand).bind(this.client)
+    this.batch = this.defineOnce(batchCommand, batchLua)
+    this.allOf = this.defineOnce(allOfCommand, allOfLua)
+  }
+
+  /**
+   * Connects to every node and loads the scripts there, so the first decisions do not pay for it: ioredis connects
+   * to cluster nodes lazily, and a cold node can take longer than `timeoutMs` to answer its first command. Call it
+   * once at startup (it is optional: without it the first decisions per node may be answered by the fail policy).
+   */
+  async warmUp(): Promise<void> {
+    const nodes = this.client instanceof Cluster ? this.client.nodes('master') : [this.client]
+    await Promise.all(
+      nodes.map(async (node) => {
+        await node.script('LOAD', batchLua)
+        await node.script('LOAD', allOfLua)
+      }),
+    )
   }
 
   /** The Redis key of an identity for a limiter. */
@@ -111,39 +128,79 @@ export class RedisStore implements Store {
   }
 
   run(request: StoreRequest): Promise<Reply> {
-    const command = this.command(request.algorithm)
+    if (!this.breaker.tryCall()) return Promise.reject(this.breakerOpen())
     const key = this.keyOf(request.limiter, request.key)
-    // 0 tells the script to read Redis' clock.
-    const now = this.clock === undefined ? 0 : this.clock()
-    return this.guarded(request.op, () => command(key, request.op, now, ...request.args))
+    return new Promise<Reply>((resolve, reject) => {
+      this.queue.push({ key, request, resolve, reject })
+      if (this.queue.length >= this.maxBatch) this.flush()
+      else if (!this.flushScheduled) {
+        this.flushScheduled = true
+        // After the current tick's promise callbacks: everything requested until then goes in the same call.
+        process.nextTick(() => this.flush())
+      }
+    })
   }
 
   async consumeAll(requests: readonly StoreRequest[]): Promise<Reply[]> {
+    if (!this.breaker.tryCall()) throw this.breakerOpen()
     const keys = requests.map((request) => this.keyOf(request.limiter, request.key))
     const args = requests.flatMap((request) => [request.algorithm, ...request.args])
-    const now = this.clock === undefined ? 0 : this.clock()
-    const flat = await this.guarded('consumeAll', () => this.allOf(keys.length, ...keys, now, ...args))
+    const flat = await this.guarded('consumeAll', () => this.allOf(keys.length, ...keys, this.now(), ...args))
     return requests.map((_, i) => flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
   }
 
   async delete(limiter: string, key: string): Promise<void> {
+    if (!this.breaker.tryCall()) throw this.breakerOpen()
     await this.guarded('delete', () => this.client.del(this.keyOf(limiter, key)))
   }
 
-  private command(algorithm: AlgorithmName): ScriptCommand {
-    return this.scripts[algorithm]
+  /** Sends the queued requests, `maxBatch` per script call. */
+  private flush(): void {
+    this.flushScheduled = false
+    const queued = this.queue
+    this.queue = []
+    for (let start = 0; start < queued.length; start += this.maxBatch) {
+      this.send(queued.slice(start, start + this.maxBatch))
+    }
   }
 
-  /** Breaker, deadline and error reporting around one call. */
+  private send(pending: readonly Pending[]): void {
+    const keysThenArgs: (number | string)[] = pending.map((p) => p.key)
+    keysThenArgs.push(this.now())
+    for (const { request } of pending) keysThenArgs.push(request.algorithm, request.op, ...request.args)
+    this.guarded(pending[0]?.request.op ?? 'batch', () => this.batch(pending.length, ...keysThenArgs)).then(
+      (flat) => {
+        for (let i = 0; i < pending.length; i++) {
+          ;(pending[i] as Pending).resolve(flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
+        }
+      },
+      (error: unknown) => {
+        for (const p of pending) p.reject(error)
+      },
+    )
+  }
+
+  /** 0 tells the scripts to read Redis' clock. */
+  private now(): number {
+    return this.clock === undefined ? 0 : this.clock()
+  }
+
+  private defineOnce(name: string, lua: string): BatchCommand {
+    const commands = this.client as unknown as Record<string, BatchCommand>
+    // Several stores may share one client. The number of keys is given at each call.
+    if (typeof commands[name] !== 'function') this.client.defineCommand(name, { lua })
+    return (commands[name] as BatchCommand).bind(this.client)
+  }
+
+  private breakerOpen(): TollboothError {
+    return new TollboothError(
+      ErrorCodes.STORE_UNAVAILABLE,
+      `${this.name}: circuit breaker open, store not called`,
+    )
+  }
+
+  /** Deadline, breaker accounting and error reporting around one call. */
   private guarded<T>(op: string, call: () => Promise<T>): Promise<T> {
-    if (!this.breaker.tryCall()) {
-      return Promise.reject(
-        new TollboothError(
-          ErrorCodes.STORE_UNAVAILABLE,
-          `${this.name}: circuit breaker open, store not called`,
-        ),
-      )
-    }
     const started = performance.now()
     return new Promise<T>((resolve, reject) => {
       // Whichever comes first, the answer or the deadline, decides; a late answer is ignored, so a store that
@@ -158,24 +215,33 @@ export class RedisStore implements Store {
         reject(error)
       }
       const timer = setTimeout(() => {
-        fail(
-          new TollboothError(ErrorCodes.STORE_TIMEOUT, `${this.name}: no answer within ${this.timeoutMs} ms`),
+        // Node runs due timers before it reads sockets: after a stall of the event loop longer than the deadline,
+        // the reply may already be waiting. Let the I/O phase read it first.
+        setImmediate(() =>
+          fail(
+            new TollboothError(
+              ErrorCodes.STORE_TIMEOUT,
+              `${this.name}: no answer within ${this.timeoutMs} ms`,
+            ),
+          ),
         )
       }, this.timeoutMs)
       timer.unref()
-      let pending: Promise<T>
+      let answer: Promise<T>
       try {
-        pending = call()
+        answer = call()
       } catch (cause) {
-        pending = Promise.reject(cause)
+        answer = Promise.reject(cause)
       }
-      pending.then(
+      answer.then(
         (value) => {
           if (settled) return
           settled = true
           clearTimeout(timer)
           this.breaker.succeeded()
-          emit(this.hooks.onStoreLatency, { store: this.name, durationMs: performance.now() - started })
+          if (this.hooks.onStoreLatency !== undefined) {
+            emit(this.hooks.onStoreLatency, { store: this.name, durationMs: performance.now() - started })
+          }
           resolve(value)
         },
         (cause: unknown) => {

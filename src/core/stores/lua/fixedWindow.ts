@@ -1,5 +1,3 @@
-import { singleStepScript } from './prelude.js'
-
 /**
  * Lua twin of `algorithms/fixedWindow.ts`. The key is a hash { w = window index, c = count } expiring with its window.
  * a1: window µs · a2: limit · a3: amount to consume or refund (1 for peek).
@@ -47,5 +45,3 @@ local function fixed_window(key, op, now, a1, a2, a3)
   error('tollbooth fixedWindow: unknown op ' .. tostring(op))
 end
 `
-
-export const fixedWindowLua = singleStepScript('fixed_window', fixedWindowFunction)

@@ -1,5 +1,3 @@
-import { singleStepScript } from './prelude.js'
-
 /**
  * Lua twin of `algorithms/gcra.ts`. The key holds the theoretical arrival time (TAT, µs).
  * a1: emission interval µs · a2: burst tolerance µs · a3: µs the cost adds (consume) or gives back (refund).
@@ -42,5 +40,3 @@ local function gcra(key, op, now, a1, a2, a3)
   error('tollbooth gcra: unknown op ' .. tostring(op))
 end
 `
-
-export const gcraLua = singleStepScript('gcra', gcraFunction)

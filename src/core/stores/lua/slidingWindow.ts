@@ -1,5 +1,3 @@
-import { singleStepScript } from './prelude.js'
-
 /**
  * Lua twin of `algorithms/slidingWindow.ts`. The key is a hash { w = window index, c = current count, p = previous
  * window's count }. The arithmetic is written in the same order as the TypeScript so both round alike.
@@ -67,5 +65,3 @@ local function sliding_window(key, op, now, a1, a2, a3)
   error('tollbooth slidingWindow: unknown op ' .. tostring(op))
 end
 `
-
-export const slidingWindowLua = singleStepScript('sliding_window', slidingWindowFunction)

@@ -1,0 +1,345 @@
+/**
+ * Decisions per second of tollbooth's token bucket against rate-limiter-flexible (RLF), on memory and on Redis.
+ *
+ *   npm run bench:core
+ *
+ * Workload, the same for every contender:
+ * - 256 async workers, each looping `await consume(key)`: 256 calls in flight at all times;
+ * - 10,000 distinct keys, taken round-robin from one shared counter;
+ * - an equivalent limit: tollbooth token bucket of capacity 100 refilled at 100/s, RLF fixed window of 100 points
+ *   per 1 s. Both let a key through at 100/s sustained and start denying once it gets more than 100 calls/s
+ *   (the fixed window also lets up to 200 through around a window boundary). At Redis speed every key sees a few
+ *   calls per second, so both allow everything; at memory speed a key sees about 100 calls/s, so the faster
+ *   contender denies some: the table shows the allowed ratio next to the rate;
+ * - each run: WARMUP_MS of the same load (JIT, keys, script cache), then MEASURE_MS measured;
+ * - ROUNDS rounds, the order of each pair swapped every round; the table shows the median round.
+ *
+ * Latency is the time of one `consume` call (performance.now() before and after), queueing behind the 255 other
+ * in-flight calls included. A denial is a decision: tollbooth answers `allowed: false`, RLF rejects with a
+ * RateLimiterRes. Anything else (an RLF error, a tollbooth decision of its fail policy, e.g. fail-open after a store
+ * timeout) counts as an error, and is left out of decisions/s and of the allowed ratio.
+ *
+ * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
+ * Each Redis contender gets its own ioredis client with the same options, `redisClientOptions` below.
+ */
+import { cpus, loadavg } from 'node:os'
+import { Redis, type RedisOptions } from 'ioredis'
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible'
+import { type Decision, MemoryStore, type RateLimiter, RedisStore, tokenBucket } from '../src/index.js'
+import { startRedis } from '../test/helpers/redisServer.js'
+import { LatencyHistogram } from './latency.js'
+
+const CONCURRENCY = 256
+const KEY_COUNT = 10_000
+const CAPACITY = 100 // tollbooth: tokens; RLF: points per window
+const PER_SECOND = 100 // tollbooth: refill per second; RLF: a window of 1 s
+const WARMUP_MS = 1_000
+const MEASURE_MS = 3_000
+const ROUNDS = 3
+const TARGETS = { memory: 1.5, redis: 1.3 }
+
+const keys = Array.from({ length: KEY_COUNT }, (_, i) => `user:${i}`)
+
+/**
+ * ioredis defaults, plus what RLF's docs recommend for its Redis client (`enableOfflineQueue: false`: fail fast
+ * instead of queueing while disconnected). `lazyConnect` only lets us await the connection before the first call.
+ */
+const redisClientOptions = (port: number): RedisOptions => ({
+  host: '127.0.0.1',
+  port,
+  enableOfflineQueue: false,
+  lazyConnect: true,
+})
+
+type Backend = 'memory' | 'redis'
+
+interface Contender {
+  readonly name: string
+  readonly backend: Backend
+  readonly library: 'tollbooth' | 'RLF'
+  /** One worker: loops over `run` until its deadline. */
+  worker(run: Run): Promise<void>
+}
+
+/** Shared state of one timed phase: the key counter, the deadline and what was measured. */
+class Run {
+  readonly latency = new LatencyHistogram()
+  calls = 0
+  allowed = 0
+  errors = 0
+  private next = 0
+
+  constructor(readonly deadline: number) {}
+
+  nextKey(): string {
+    const key = keys[this.next] as string
+    this.next = (this.next + 1) % KEY_COUNT
+    return key
+  }
+
+  record(ms: number, outcome: 'allowed' | 'denied' | 'error'): void {
+    this.latency.add(ms)
+    this.calls++
+    if (outcome === 'allowed') this.allowed++
+    else if (outcome === 'error') this.errors++
+  }
+}
+
+interface Result {
+  readonly perSecond: number
+  readonly p50: number
+  readonly p99: number
+  readonly allowedRatio: number
+  readonly errors: number
+}
+
+// Workers check the deadline themselves: with a memory store every `await` resolves in a microtask, so a timer
+// would never get to fire while they run.
+function tollboothContender(name: string, backend: Backend, limiter: RateLimiter): Contender {
+  return {
+    name,
+    backend,
+    library: 'tollbooth',
+    async worker(run) {
+      for (;;) {
+        const key = run.nextKey()
+        const start = performance.now()
+        const decision = await limiter.consume(key)
+        const end = performance.now()
+        run.record(
+          end - start,
+          answeredByFailPolicy(decision) ? 'error' : decision.allowed ? 'allowed' : 'denied',
+        )
+        if (end >= run.deadline) return
+      }
+    },
+  }
+}
+
+/** The store failed and the fail policy answered: 'store' and 'cache' (the deny cache) are real decisions. */
+function answeredByFailPolicy(decision: Decision): boolean {
+  return decision.source !== 'store' && decision.source !== 'cache'
+}
+
+function rlfContender(
+  name: string,
+  backend: Backend,
+  limiter: RateLimiterMemory | RateLimiterRedis,
+): Contender {
+  return {
+    name,
+    backend,
+    library: 'RLF',
+    async worker(run) {
+      for (;;) {
+        const key = run.nextKey()
+        const start = performance.now()
+        let outcome: 'allowed' | 'denied' | 'error' = 'allowed'
+        try {
+          await limiter.consume(key)
+        } catch (rejection) {
+          outcome = rejection instanceof RateLimiterRes ? 'denied' : 'error'
+        }
+        const end = performance.now()
+        run.record(end - start, outcome)
+        if (end >= run.deadline) return
+      }
+    },
+  }
+}
+
+async function phase(contender: Contender, durationMs: number): Promise<Result> {
+  const start = performance.now()
+  const run = new Run(start + durationMs)
+  await Promise.all(Array.from({ length: CONCURRENCY }, () => contender.worker(run)))
+  const elapsedSeconds = (performance.now() - start) / 1000
+  return {
+    // Only store-answered decisions count: a fail-open answer is fast but is no decision of the store.
+    perSecond: (run.calls - run.errors) / elapsedSeconds,
+    p50: run.latency.percentile(50),
+    p99: run.latency.percentile(99),
+    allowedRatio: run.allowed / (run.calls - run.errors),
+    errors: run.errors,
+  }
+}
+
+async function measure(contender: Contender): Promise<Result> {
+  await phase(contender, WARMUP_MS)
+  return phase(contender, MEASURE_MS)
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] as number
+}
+
+async function main(): Promise<void> {
+  const redis = await startRedis()
+  const clients: Redis[] = []
+  const memoryStore = new MemoryStore()
+  const storeErrors = new Map<string, number>()
+  try {
+    const connect = async () => {
+      const client = new Redis(redisClientOptions(redis.port))
+      clients.push(client)
+      await client.connect()
+      return client
+    }
+    const tollboothClient = await connect()
+    const rlfClient = await connect()
+    const redisVersion = /redis_version:(\S+)/.exec(await tollboothClient.info('server'))?.[1] ?? '?'
+
+    const contenders: Contender[] = [
+      tollboothContender(
+        'tollbooth tokenBucket / MemoryStore',
+        'memory',
+        tokenBucket({ name: 'bench', capacity: CAPACITY, refillPerSecond: PER_SECOND, store: memoryStore }),
+      ),
+      rlfContender(
+        'RLF RateLimiterMemory',
+        'memory',
+        new RateLimiterMemory({ keyPrefix: 'bench', points: CAPACITY, duration: CAPACITY / PER_SECOND }),
+      ),
+      tollboothContender(
+        'tollbooth tokenBucket / RedisStore',
+        'redis',
+        tokenBucket({
+          name: 'bench',
+          capacity: CAPACITY,
+          refillPerSecond: PER_SECOND,
+          store: new RedisStore({
+            client: tollboothClient,
+            // The default deadline is 50 ms. Raised so that a CPU stall caused by another process on this machine
+            // cannot open the breaker and turn the run into fail-open answers; a deadline timer is still armed and
+            // cleared on every call, which costs the same whatever its duration.
+            timeoutMs: 1_000,
+            hooks: {
+              onStoreError: ({ error }) => count(storeErrors, error.code ?? error.message),
+              onBreakerChange: ({ to }) => count(storeErrors, `breaker → ${to}`),
+            },
+          }),
+        }),
+      ),
+      rlfContender(
+        'RLF RateLimiterRedis',
+        'redis',
+        new RateLimiterRedis({
+          storeClient: rlfClient,
+          useRedisPackage: false,
+          keyPrefix: 'bench',
+          points: CAPACITY,
+          duration: CAPACITY / PER_SECOND,
+        }),
+      ),
+    ]
+
+    console.log(
+      `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), redis-server ${redisVersion}`,
+    )
+    console.log(
+      `${CONCURRENCY} in flight, ${KEY_COUNT} keys round-robin, capacity ${CAPACITY} + ${PER_SECOND}/s ` +
+        `vs ${CAPACITY} points per ${CAPACITY / PER_SECOND} s; ` +
+        `${WARMUP_MS / 1000} s warm-up + ${MEASURE_MS / 1000} s measured, ${ROUNDS} rounds, median shown`,
+    )
+    console.log(`load average before: ${loadAverage()}`)
+    console.log(`ioredis options (both clients): ${JSON.stringify(redisClientOptions(redis.port))}\n`)
+
+    const results = new Map<Contender, Result[]>(contenders.map((c) => [c, []]))
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const backend of ['memory', 'redis'] as const) {
+        const pair = contenders.filter((c) => c.backend === backend)
+        if (round % 2 === 0) pair.reverse()
+        for (const contender of pair) {
+          const result = await measure(contender)
+          results.get(contender)?.push(result)
+          console.log(
+            `round ${round}  ${contender.name.padEnd(36)} ${Math.round(result.perSecond).toLocaleString('en-US').padStart(10)}/s`,
+          )
+        }
+      }
+    }
+
+    const summary = new Map(
+      contenders.map((c) => {
+        const rounds = results.get(c) ?? []
+        const byRate = [...rounds].sort((a, b) => a.perSecond - b.perSecond)
+        return [
+          c,
+          {
+            perSecond: median(rounds.map((r) => r.perSecond)),
+            p50: median(rounds.map((r) => r.p50)),
+            p99: median(rounds.map((r) => r.p99)),
+            allowedRatio: median(rounds.map((r) => r.allowedRatio)),
+            errors: rounds.reduce((sum, r) => sum + r.errors, 0),
+            spread: `${fmt(byRate[0]?.perSecond)}–${fmt(byRate.at(-1)?.perSecond)}`,
+          },
+        ] as const
+      }),
+    )
+
+    console.log()
+    console.log(
+      [
+        'name'.padEnd(36),
+        'decisions/s'.padStart(12),
+        'min–max of rounds'.padStart(22),
+        'p50 ms'.padStart(8),
+        'p99 ms'.padStart(8),
+        'allowed'.padStart(8),
+        'errors'.padStart(7),
+      ].join(' '),
+    )
+    for (const [c, s] of summary) {
+      console.log(
+        [
+          c.name.padEnd(36),
+          fmt(s.perSecond).padStart(12),
+          s.spread.padStart(22),
+          s.p50.toFixed(3).padStart(8),
+          s.p99.toFixed(3).padStart(8),
+          `${(s.allowedRatio * 100).toFixed(1)}%`.padStart(8),
+          String(s.errors).padStart(7),
+        ].join(' '),
+      )
+    }
+    console.log()
+    for (const backend of ['memory', 'redis'] as const) {
+      const rate = (library: Contender['library']) =>
+        [...summary].find(([c]) => c.backend === backend && c.library === library)?.[1].perSecond ??
+        Number.NaN
+      const ratio = rate('tollbooth') / rate('RLF')
+      const target = TARGETS[backend]
+      const verdict =
+        ratio >= target
+          ? 'met'
+          : `NOT met (${(((target - ratio) / target) * 100).toFixed(0)}% short of target)`
+      console.log(
+        `tollbooth/RLF ${backend.padEnd(6)} ${ratio.toFixed(2)}×   target ≥ ${target.toFixed(1)}×   ${verdict}`,
+      )
+    }
+    console.log(`\nload average after: ${loadAverage()}`)
+    if (storeErrors.size > 0)
+      console.log('tollbooth RedisStore errors and breaker changes:', Object.fromEntries(storeErrors))
+  } finally {
+    await Promise.all(clients.map((client) => client.quit().catch(() => client.disconnect())))
+    memoryStore.close()
+    await redis.stop()
+  }
+}
+
+function count(counts: Map<string, number>, what: string): void {
+  counts.set(what, (counts.get(what) ?? 0) + 1)
+}
+
+/** 1, 5 and 15 minute load averages: other processes on the machine skew the numbers. */
+function loadAverage(): string {
+  return loadavg()
+    .map((load) => load.toFixed(2))
+    .join(' ')
+}
+
+function fmt(value: number | undefined): string {
+  return value === undefined ? '?' : Math.round(value).toLocaleString('en-US')
+}
+
+await main()
