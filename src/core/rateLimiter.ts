@@ -8,7 +8,7 @@ import { positiveInteger, validAmount, validKey } from './validate.js'
 export interface RateLimiterOptions extends LimiterOptions {
   /**
    * Answer repeated requests of a denied key in-process until its Retry-After has passed, without a store round
-   * trip. `false` turns it off. On by default for remote stores; pointless for the memory store.
+   * trip. `false` turns it off. Only for remote stores (a memory store answers as fast as the cache would).
    * @default { maxKeys: 10000 } for remote stores
    */
   denyCache?: boolean | { maxKeys?: number }
@@ -104,7 +104,8 @@ function createDenyCache(
   storeKind: 'memory' | 'remote',
   option: RateLimiterOptions['denyCache'],
 ): DenyCache | undefined {
-  if (option === false || (option === undefined && storeKind === 'memory')) return undefined
+  // A memory store answers as fast as the cache would.
+  if (option === false || storeKind === 'memory') return undefined
   const maxKeys = typeof option === 'object' ? option.maxKeys : undefined
   return new DenyCache(positiveInteger(owner, 'denyCache.maxKeys', maxKeys ?? 10_000))
 }

@@ -24,7 +24,7 @@ export interface RedisStoreOptions {
    * Most decisions sent in one script call. Decisions requested within one tick of the event loop travel together
    * (on a standalone Redis; on a cluster, keys of different identities live in different slots, so each decision
    * is its own call). `1` turns batching off.
-   * @default 64
+   * @default 32
    */
   maxBatch?: number
   /**
@@ -91,7 +91,7 @@ export class RedisStore implements Store {
       throw invalidOption('RedisStore', 'prefix', 'a string without "{" or "}"', this.prefix)
     }
     this.timeoutMs = positiveInteger('RedisStore', 'timeoutMs', options.timeoutMs ?? 50)
-    const maxBatch = positiveInteger('RedisStore', 'maxBatch', options.maxBatch ?? 64)
+    const maxBatch = positiveInteger('RedisStore', 'maxBatch', options.maxBatch ?? 32)
     this.maxBatch = this.client instanceof Cluster ? 1 : maxBatch
     this.keySecret =
       options.keySecret === undefined
