@@ -7,7 +7,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
-    // Only the default reporter, so the run always ends with vitest's summary.
-    reporters: ['default'],
+    // vitest's summary, then one plain "N passed, N failed" line (see countsReporter.ts).
+    reporters: ['default', './test/helpers/countsReporter.ts'],
   },
 })
