@@ -5,6 +5,7 @@
  *   PORT=4000 (default) · REDIS_URL=redis://… to share budgets through Redis instead of the embedded memory store
  */
 import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { Redis } from 'ioredis'
 import {
   clientIp,
@@ -42,7 +43,8 @@ const server = createServer(async (req, res) => {
 })
 
 server.listen(port, () => {
-  const url = `http://localhost:${port}`
+  // PORT=0 picks a free port (the test does): print the one actually bound.
+  const url = `http://localhost:${(server.address() as AddressInfo).port}`
   console.log(
     `tollbooth core demo on ${url} — store: ${client ? `Redis (${redisUrl})` : 'memory'}, fail policy: open`,
   )
