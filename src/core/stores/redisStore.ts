@@ -168,7 +168,8 @@ export class RedisStore implements Store {
     const keysThenArgs: (number | string)[] = pending.map((p) => p.key)
     keysThenArgs.push(this.now())
     for (const { request } of pending) keysThenArgs.push(request.algorithm, request.op, ...request.args)
-    this.guarded(pending[0]?.request.op ?? 'batch', () => this.batch(pending.length, ...keysThenArgs)).then(
+    const op = pending.length === 1 ? (pending[0] as Pending).request.op : 'batch'
+    this.guarded(op, () => this.batch(pending.length, ...keysThenArgs)).then(
       (flat) => {
         for (let i = 0; i < pending.length; i++) {
           ;(pending[i] as Pending).resolve(flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
