@@ -1,4 +1,5 @@
-import { Cluster, type Redis } from 'ioredis'
+// Types only: ioredis is an optional peer, so a memory-only user can import tollbooth without it.
+import type { Cluster, Redis } from 'ioredis'
 import { hashKey } from '../../identity/hashKey.js'
 import { CircuitBreaker, type CircuitBreakerOptions } from '../circuitBreaker.js'
 import type { Clock } from '../clock.js'
@@ -92,7 +93,7 @@ export class RedisStore implements Store {
     }
     this.timeoutMs = positiveInteger('RedisStore', 'timeoutMs', options.timeoutMs ?? 50)
     const maxBatch = positiveInteger('RedisStore', 'maxBatch', options.maxBatch ?? 32)
-    this.maxBatch = this.client instanceof Cluster ? 1 : maxBatch
+    this.maxBatch = isCluster(this.client) ? 1 : maxBatch
     this.keySecret =
       options.keySecret === undefined
         ? undefined
@@ -113,7 +114,7 @@ export class RedisStore implements Store {
    * once at startup (it is optional: without it the first decisions per node may be answered by the fail policy).
    */
   async warmUp(): Promise<void> {
-    const nodes = this.client instanceof Cluster ? this.client.nodes('master') : [this.client]
+    const nodes = isCluster(this.client) ? this.client.nodes('master') : [this.client]
     await Promise.all(
       nodes.map(async (node) => {
         await node.script('LOAD', batchLua)
@@ -252,4 +253,8 @@ export class RedisStore implements Store {
       )
     })
   }
+}
+
+function isCluster(client: Redis | Cluster): client is Cluster {
+  return client.isCluster
 }

@@ -1,0 +1,30 @@
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+
+const src = fileURLToPath(new URL('../../src', import.meta.url))
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory()
+      ? sourceFiles(join(dir, entry.name))
+      : entry.name.endsWith('.ts')
+        ? [join(dir, entry.name)]
+        : [],
+  )
+}
+
+describe('optional peers', () => {
+  it('the core imports ioredis for its types only, so `import "tollbooth"` works without ioredis installed', () => {
+    const valueImports = sourceFiles(join(src, 'core'))
+      .concat(sourceFiles(join(src, 'http')), sourceFiles(join(src, 'identity')), [join(src, 'index.ts')])
+      .flatMap((file) =>
+        readFileSync(file, 'utf8')
+          .split('\n')
+          .filter((line) => /^import (?!type ).*from '(ioredis|ws|graphql|graphql-yoga)'/.test(line))
+          .map((line) => `${file}: ${line}`),
+      )
+    expect(valueImports).toEqual([])
+  })
+})
