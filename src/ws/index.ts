@@ -1,5 +1,4 @@
-/**
- * tollbooth/ws — protection for a `ws` WebSocketServer. Not built yet (see the WebSocket issue); this entry point
- * exists so the package's `exports` map is stable. The core it will use is re-exported for convenience.
- */
-export { concurrencyLimit } from '../core/limiters/concurrencyLimit.js'
+/** tollbooth/ws — protection for a `ws` WebSocketServer: before the upgrade, and per message. */
+export { CloseCodes, CloseReasons } from './closeCodes.js'
+export type { ProtectWebSocketOptions } from './options.js'
+export { protectWebSocketServer, type WebSocketProtection } from './protect.js'

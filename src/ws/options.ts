@@ -1,0 +1,133 @@
+import type { IncomingMessage } from 'node:http'
+import type { WebSocket } from 'ws'
+import { invalidOption } from '../core/errors.js'
+import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
+import type { Store } from '../core/stores/store.js'
+import { nonNegativeInteger, oneOf, positiveInteger, positiveNumber } from '../core/validate.js'
+import type { TrustProxy } from '../identity/clientIp.js'
+
+export interface ProtectWebSocketOptions {
+  /**
+   * Who is connecting: a user id, API key, tenant, from a token, cookie or header. May be async. Throwing refuses
+   * the upgrade with 401. Identities are hashed before they reach a remote store.
+   * @default the client IP (through `trustProxy`), IPv6 grouped by `ipv6Prefix`
+   */
+  identify?: (req: IncomingMessage) => string | Promise<string>
+  /** Which `X-Forwarded-For` hops to believe for the default identity and the handshake limit. @default false */
+  trustProxy?: TrustProxy
+  /** IPv6 prefix that groups client addresses. @default 64 */
+  ipv6Prefix?: number
+  /** Where connection leases and handshake budgets live; a RedisStore shares them across processes. @default MemoryStore */
+  store?: Store
+  /** What the store-backed limits answer while the store fails. @default 'open' */
+  failPolicy?: FailPolicy
+  /** Open connections per identity (crash-safe leases). @default 10 */
+  maxConnectionsPerIdentity?: number
+  /** Lease lifetime in ms; renewed every `leaseMs / 3` while the socket lives. @default 30000 */
+  leaseMs?: number
+  /** New connections per client IP: a token bucket, or `false` for none. @default { capacity: 20, refillPerSecond: 2 } */
+  handshakesPerIp?: { capacity: number; refillPerSecond: number } | false
+  /** Open connections on this server; beyond it upgrades get 503. @default 10000 */
+  maxConnections?: number
+  /**
+   * Largest message in bytes, enforced by ws itself before reading the payload (close 1009). Applied as the
+   * server's `maxPayload` unless the app set a smaller one.
+   * @default 65536
+   */
+  maxMessageBytes?: number
+  /** Messages (and pings) per second per connection, checked in-process. @default 50 */
+  messagesPerSecond?: number
+  /** Burst of messages a connection may send at once. @default messagesPerSecond */
+  messageBurst?: number
+  /** Dropped messages within one second after which the connection is closed (1013, or 1008 for abuse). @default 20 */
+  dropsBeforeClose?: number
+  /** A connection sending at this many times `messagesPerSecond` when it is closed gets 1008 instead of 1013. @default 10 */
+  abuseFactor?: number
+  /** Bytes queued for a client that does not read, beyond which it is terminated. @default 1048576 */
+  maxBufferedBytes?: number
+  /** Interval of heartbeat pings in ms; a connection that missed the previous pong is terminated. 0: off. @default 30000 */
+  heartbeatMs?: number
+  /**
+   * graphql-ws: most concurrent `subscribe` operations per connection; one more is answered with an `error`
+   * message for its id and not passed on. 0: no limit. @default 0
+   */
+  maxSubscriptionsPerConnection?: number
+  /**
+   * Called for a dropped message (over quota), e.g. to send an error reply. Not called once the connection is
+   * being closed.
+   */
+  onDrop?: (socket: WebSocket, info: { retryAfterMs: number }) => void
+}
+
+export interface ResolvedWebSocketOptions {
+  readonly identify: ((req: IncomingMessage) => string | Promise<string>) | undefined
+  readonly trustProxy: TrustProxy
+  readonly ipv6Prefix: number
+  readonly store: Store | undefined
+  readonly failPolicy: FailPolicy
+  readonly maxConnectionsPerIdentity: number
+  readonly leaseMs: number
+  readonly handshakesPerIp: { capacity: number; refillPerSecond: number } | false
+  readonly maxConnections: number
+  readonly maxMessageBytes: number
+  readonly messagesPerSecond: number
+  readonly messageBurst: number
+  readonly dropsBeforeClose: number
+  readonly abuseFactor: number
+  readonly maxBufferedBytes: number
+  readonly heartbeatMs: number
+  readonly maxSubscriptionsPerConnection: number
+  readonly onDrop: ProtectWebSocketOptions['onDrop']
+}
+
+const owner = 'protectWebSocketServer'
+
+/** Validates every option once, at startup, and freezes the result. */
+export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): ResolvedWebSocketOptions {
+  if (options === null || typeof options !== 'object') throw invalidOption(owner, 'options', 'an object', options)
+  if (options.identify !== undefined && typeof options.identify !== 'function') {
+    throw invalidOption(owner, 'identify', 'a function (req) => identity', options.identify)
+  }
+  if (options.onDrop !== undefined && typeof options.onDrop !== 'function') {
+    throw invalidOption(owner, 'onDrop', 'a function', options.onDrop)
+  }
+  const handshakes = options.handshakesPerIp ?? { capacity: 20, refillPerSecond: 2 }
+  if (handshakes !== false && (handshakes === null || typeof handshakes !== 'object')) {
+    throw invalidOption(owner, 'handshakesPerIp', '{ capacity, refillPerSecond } or false', handshakes)
+  }
+  const messagesPerSecond = positiveNumber(owner, 'messagesPerSecond', options.messagesPerSecond ?? 50)
+  return Object.freeze({
+    identify: options.identify,
+    trustProxy: options.trustProxy ?? false,
+    ipv6Prefix: positiveInteger(owner, 'ipv6Prefix', options.ipv6Prefix ?? 64),
+    store: options.store,
+    failPolicy: oneOf(owner, 'failPolicy', options.failPolicy ?? 'open', failPolicies),
+    maxConnectionsPerIdentity: positiveInteger(
+      owner,
+      'maxConnectionsPerIdentity',
+      options.maxConnectionsPerIdentity ?? 10,
+    ),
+    leaseMs: positiveInteger(owner, 'leaseMs', options.leaseMs ?? 30_000),
+    handshakesPerIp:
+      handshakes === false
+        ? false
+        : {
+            capacity: positiveInteger(owner, 'handshakesPerIp.capacity', handshakes.capacity),
+            refillPerSecond: positiveNumber(owner, 'handshakesPerIp.refillPerSecond', handshakes.refillPerSecond),
+          },
+    maxConnections: positiveInteger(owner, 'maxConnections', options.maxConnections ?? 10_000),
+    maxMessageBytes: positiveInteger(owner, 'maxMessageBytes', options.maxMessageBytes ?? 64 * 1024),
+    messagesPerSecond,
+    messageBurst: positiveInteger(owner, 'messageBurst', options.messageBurst ?? Math.ceil(messagesPerSecond)),
+    dropsBeforeClose: positiveInteger(owner, 'dropsBeforeClose', options.dropsBeforeClose ?? 20),
+    abuseFactor: positiveNumber(owner, 'abuseFactor', options.abuseFactor ?? 10),
+    maxBufferedBytes: positiveInteger(owner, 'maxBufferedBytes', options.maxBufferedBytes ?? 1024 * 1024),
+    heartbeatMs: nonNegativeInteger(owner, 'heartbeatMs', options.heartbeatMs ?? 30_000),
+    maxSubscriptionsPerConnection: nonNegativeInteger(
+      owner,
+      'maxSubscriptionsPerConnection',
+      options.maxSubscriptionsPerConnection ?? 0,
+    ),
+    onDrop: options.onDrop,
+  })
+}

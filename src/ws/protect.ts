@@ -1,0 +1,209 @@
+import type { IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { WebSocket, WebSocketServer } from 'ws'
+import { invalidOption } from '../core/errors.js'
+import type { Lease } from '../core/limiters/concurrencyLimit.js'
+import { CloseCodes, CloseReasons } from './closeCodes.js'
+import { MessageGuard } from './messageGuard.js'
+import { type ProtectWebSocketOptions, resolveWebSocketOptions } from './options.js'
+import { type Admission, UpgradeGuard } from './upgradeGuard.js'
+
+/** What `protectWebSocketServer` returns. */
+export interface WebSocketProtection {
+  /** Open connections admitted by this protection. */
+  readonly openConnections: number
+  /** Upgrades being decided now. */
+  readonly pendingUpgrades: number
+  /** The identity a connection is counted under, or `undefined` for a socket this protection did not admit. */
+  identityOf(socket: WebSocket): string | undefined
+  /**
+   * Moves a connection's slot to another identity, e.g. from its IP to the user named in graphql-ws
+   * `connection_init`. Resolves the new identity's lease decision: when allowed, the old slot is released; when
+   * denied, the connection keeps its old slot and the caller decides (graphql-ws: return `false` from `onConnect`).
+   */
+  rekey(socket: WebSocket, identity: string): Promise<Lease>
+  /** Stops timers, restores the server's `handleUpgrade`, closes admitted sockets with 1001, releases their leases. */
+  close(): Promise<void>
+}
+
+interface Connection {
+  identity: string
+  lease: Lease
+  readonly guard: MessageGuard
+  alive: boolean
+  released: boolean
+}
+
+type UpgradeCallback = (socket: WebSocket, req: IncomingMessage) => void
+
+/**
+ * Protects a `ws` WebSocketServer created with `port`, `server` or `noServer` (also under graphql-ws `useServer`):
+ * upgrades are admitted or refused before the 101, and admitted connections are limited per message. The app's
+ * and graphql-ws' own `connection` and `message` listeners only ever see traffic that passed.
+ *
+ * It works by wrapping the server's `handleUpgrade` (which ws itself calls in `port`/`server` mode, and the app
+ * calls in `noServer` mode) and each admitted socket's `emit`, so no listener order or app change is needed.
+ */
+export function protectWebSocketServer(
+  wss: WebSocketServer,
+  options: ProtectWebSocketOptions = {},
+): WebSocketProtection {
+  if (wss === null || typeof wss !== 'object' || typeof wss.handleUpgrade !== 'function') {
+    throw invalidOption('protectWebSocketServer', 'wss', 'a ws WebSocketServer', wss)
+  }
+  const resolved = resolveWebSocketOptions(options)
+  const upgrades = new UpgradeGuard(resolved)
+  const connections = new Map<WebSocket, Connection>()
+
+  // ws checks the size from the frame header before reading the payload, and closes with 1009.
+  const serverOptions = wss.options as { maxPayload?: number }
+  if (serverOptions.maxPayload === undefined || serverOptions.maxPayload > resolved.maxMessageBytes) {
+    serverOptions.maxPayload = resolved.maxMessageBytes
+  }
+
+  const originalHandleUpgrade = wss.handleUpgrade
+  wss.handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, callback: UpgradeCallback) => {
+    // Paths this server does not handle are ws' business (it answers 400); nothing is spent on them.
+    if (!wss.shouldHandle(req)) return originalHandleUpgrade.call(wss, req, socket, head, callback)
+    void upgrades.admit(req, socket, connections.size).then(
+      (admission) => {
+        if (admission === undefined) return
+        upgrade(admission, req, socket, head, callback)
+      },
+      () => socket.destroy(),
+    )
+  }
+
+  function upgrade(admission: Admission, req: IncomingMessage, socket: Duplex, head: Buffer, cb: UpgradeCallback) {
+    let admitted = false
+    // If ws refuses the handshake itself (bad headers) the callback never runs: give the slot back then.
+    socket.once('close', () => {
+      if (!admitted) void admission.lease.release()
+    })
+    originalHandleUpgrade.call(wss, req, socket, head, (ws: WebSocket, upgradedReq: IncomingMessage) => {
+      admitted = true
+      track(ws, admission)
+      cb(ws, upgradedReq)
+    })
+  }
+
+  function track(ws: WebSocket, admission: Admission): void {
+    const connection: Connection = {
+      identity: admission.identity,
+      lease: admission.lease,
+      guard: new MessageGuard(ws, resolved),
+      alive: true,
+      released: false,
+    }
+    connections.set(ws, connection)
+    guardTraffic(ws, connection)
+    ws.on('pong', () => {
+      connection.alive = true
+    })
+    // Every close path (close handshake, error, terminate(), 1006) ends in 'close': release exactly once there.
+    ws.once('close', () => {
+      connection.guard.stop()
+      connections.delete(ws)
+      release(connection)
+    })
+  }
+
+  /** Interposes on the socket's `emit` (incoming) and `send` (outgoing). */
+  function guardTraffic(ws: WebSocket, connection: Connection): void {
+    const emit = ws.emit
+    ws.emit = function guardedEmit(this: WebSocket, event: string | symbol, ...args: unknown[]): boolean {
+      if (event === 'message' || event === 'ping') {
+        if (ws.bufferedAmount > resolved.maxBufferedBytes) {
+          // A client that sends but does not read (pongs pile up): end it before it grows our memory.
+          ws.terminate()
+          return false
+        }
+        if (!connection.guard.admit(event, args[0])) return false
+      }
+      return emit.call(this, event, ...args)
+    } as typeof ws.emit
+    const send = ws.send
+    ws.send = function guardedSend(this: WebSocket, ...args: Parameters<WebSocket['send']>): void {
+      connection.guard.observeOutgoing(args[0])
+      send.apply(this, args)
+      if (ws.bufferedAmount > resolved.maxBufferedBytes) ws.terminate()
+    } as typeof ws.send
+  }
+
+  function release(connection: Connection): void {
+    if (connection.released) return
+    connection.released = true
+    void connection.lease.release()
+  }
+
+  // One timer for all connections: renew leases well before they expire (a RedisStore batches the renewals).
+  const renewTimer = setInterval(
+    () => {
+      for (const [ws, connection] of connections) {
+        void connection.lease.renew().then((held) => {
+          if (!held && connections.has(ws)) ws.close(CloseCodes.TRY_AGAIN_LATER, CloseReasons.LEASE_LOST)
+        })
+      }
+    },
+    Math.max(1, Math.floor(resolved.leaseMs / 3)),
+  )
+  renewTimer.unref()
+
+  // Heartbeat: a peer that did not answer the previous ping is gone; terminate it so its slot is released.
+  const heartbeatTimer =
+    resolved.heartbeatMs > 0
+      ? setInterval(() => {
+          for (const [ws, connection] of connections) {
+            if (!connection.alive) {
+              ws.terminate()
+              continue
+            }
+            connection.alive = false
+            ws.ping()
+          }
+        }, resolved.heartbeatMs)
+      : undefined
+  heartbeatTimer?.unref()
+
+  return {
+    get openConnections() {
+      return connections.size
+    },
+    get pendingUpgrades() {
+      return upgrades.pending
+    },
+    identityOf: (ws) => connections.get(ws)?.identity,
+    async rekey(ws, identity) {
+      const connection = connections.get(ws)
+      if (connection === undefined) {
+        throw invalidOption('rekey', 'socket', 'a socket admitted by this protection', 'another socket')
+      }
+      const lease = await upgrades.connections.acquire(identity)
+      if (!lease.allowed) return lease
+      if (!connections.has(ws)) {
+        // Closed meanwhile: the new slot must not outlive it.
+        await lease.release()
+        return lease
+      }
+      const previous = connection.lease
+      connection.identity = identity
+      connection.lease = lease
+      await previous.release()
+      return lease
+    },
+    async close() {
+      clearInterval(renewTimer)
+      if (heartbeatTimer !== undefined) clearInterval(heartbeatTimer)
+      wss.handleUpgrade = originalHandleUpgrade
+      const releases: Promise<void>[] = []
+      for (const [ws, connection] of connections) {
+        connection.guard.stop()
+        ws.close(CloseCodes.GOING_AWAY, CloseReasons.GOING_AWAY)
+        connection.released = true
+        releases.push(connection.lease.release())
+      }
+      connections.clear()
+      await Promise.all(releases)
+    },
+  }
+}

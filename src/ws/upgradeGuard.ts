@@ -1,0 +1,117 @@
+import { type IncomingMessage, STATUS_CODES } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { Decision } from '../core/decision.js'
+import { type ConcurrencyLimiter, concurrencyLimit, type Lease } from '../core/limiters/concurrencyLimit.js'
+import { tokenBucket } from '../core/limiters/tokenBucket.js'
+import type { RateLimiter } from '../core/rateLimiter.js'
+import { rateLimitHeaders } from '../http/rateLimitHeaders.js'
+import { createClientIpResolver } from '../identity/clientIp.js'
+import { ipKey } from '../identity/ipKey.js'
+import type { ResolvedWebSocketOptions } from './options.js'
+
+/** An admitted upgrade: who it is and the connection slot it holds. */
+export interface Admission {
+  readonly identity: string
+  readonly lease: Lease
+}
+
+/**
+ * Decides an upgrade before the 101: server-wide cap (503), handshakes per IP (429), identity (401 when `identify`
+ * throws), connections per identity (429). A refusal is written as a plain HTTP response on the raw socket, which
+ * is then closed: a client never sees 101-then-close for a limit known at upgrade time.
+ */
+export class UpgradeGuard {
+  /** Upgrades being decided now; they count against `maxConnections` like open connections. */
+  pending = 0
+  readonly connections: ConcurrencyLimiter
+  private readonly handshakes: RateLimiter | undefined
+  private readonly clientIp: (req: IncomingMessage) => string
+
+  constructor(private readonly options: ResolvedWebSocketOptions) {
+    const { store, failPolicy } = options
+    this.clientIp = createClientIpResolver({ trustProxy: options.trustProxy })
+    this.connections = concurrencyLimit({
+      name: 'ws-connections',
+      max: options.maxConnectionsPerIdentity,
+      leaseMs: options.leaseMs,
+      failPolicy,
+      ...(store === undefined ? {} : { store }),
+    })
+    this.handshakes =
+      options.handshakesPerIp === false
+        ? undefined
+        : tokenBucket({ name: 'ws-handshakes', ...options.handshakesPerIp, failPolicy, ...(store ? { store } : {}) })
+  }
+
+  /**
+   * Admits or refuses the upgrade. Resolves `undefined` when refused (the response is already written) or when the
+   * client went away meanwhile (any slot taken for it is given back).
+   */
+  async admit(req: IncomingMessage, socket: Duplex, openConnections: number): Promise<Admission | undefined> {
+    if (openConnections + this.pending >= this.options.maxConnections) {
+      refuse(socket, 503, { 'Retry-After': '1' })
+      return undefined
+    }
+    this.pending++
+    try {
+      const ip = ipKey(this.clientIp(req), { ipv6Prefix: this.options.ipv6Prefix })
+      if (this.handshakes !== undefined) {
+        const handshake = await this.handshakes.consume(ip)
+        if (!handshake.allowed) return refuseDecision(socket, handshake, this.handshakes.policy)
+      }
+      let identity: string
+      try {
+        identity = this.options.identify === undefined ? ip : await this.options.identify(req)
+      } catch {
+        refuse(socket, 401, {})
+        return undefined
+      }
+      if (typeof identity !== 'string' || identity.length === 0) {
+        refuse(socket, 401, {})
+        return undefined
+      }
+      if (socket.destroyed) return undefined
+      const lease = await this.connections.acquire(identity)
+      if (!lease.allowed) return refuseDecision(socket, lease, connectionPolicy(this.connections))
+      if (socket.destroyed) {
+        // The client left while we were deciding: no reservation may outlive it.
+        await lease.release()
+        return undefined
+      }
+      return { identity, lease }
+    } finally {
+      this.pending--
+    }
+  }
+}
+
+function connectionPolicy(connections: ConcurrencyLimiter) {
+  return { name: connections.name, quota: connections.limit, unit: 'concurrent-requests' as const }
+}
+
+function refuseDecision(
+  socket: Duplex,
+  decision: Decision,
+  policy: Parameters<typeof rateLimitHeaders>[1],
+): undefined {
+  refuse(socket, 429, rateLimitHeaders(decision, policy))
+  return undefined
+}
+
+/** Writes a complete HTTP response on the raw upgrade socket and closes it (what ws' abortHandshake does). */
+export function refuse(socket: Duplex, status: number, headers: Record<string, string>): void {
+  if (!socket.writable || socket.destroyed) {
+    socket.destroy()
+    return
+  }
+  const body = STATUS_CODES[status] ?? 'Refused'
+  const lines = [
+    `HTTP/1.1 ${status} ${body}`,
+    'Connection: close',
+    'Content-Type: text/plain',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+  ]
+  socket.once('finish', () => socket.destroy())
+  socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`)
+}
