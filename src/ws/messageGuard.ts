@@ -23,9 +23,13 @@ export class MessageGuard {
   private readonly emission: number
   private readonly burst: number
 
+  /**
+   * @param takeShared spends one message of the identity's shared budget, if there is one (`SharedBudget.take`).
+   */
   constructor(
     private readonly socket: WebSocket,
     private readonly options: ResolvedWebSocketOptions,
+    private readonly takeShared: (() => boolean) | undefined,
   ) {
     this.emission = Math.max(1, Math.round(1_000_000 / options.messagesPerSecond))
     this.burst = options.messageBurst * this.emission
@@ -47,7 +51,12 @@ export class MessageGuard {
       return false
     }
     if (step.next !== undefined && step.next !== 'delete') this.tat = step.next.state
-    if (event === 'message' && this.options.maxSubscriptionsPerConnection > 0) return this.admitOperation(data)
+    if (event === 'message' && this.takeShared !== undefined && !this.takeShared()) {
+      this.onDrop(now, 0)
+      return false
+    }
+    if (event === 'message' && this.options.maxSubscriptionsPerConnection > 0)
+      return this.admitOperation(data)
     return true
   }
 
@@ -109,7 +118,8 @@ function parseOperation(data: unknown): { type: string; id: string } | undefined
   if (text === undefined || !text.includes('"type"')) return undefined
   try {
     const message = JSON.parse(text) as { type?: unknown; id?: unknown }
-    if (typeof message.type === 'string' && typeof message.id === 'string') return { type: message.type, id: message.id }
+    if (typeof message.type === 'string' && typeof message.id === 'string')
+      return { type: message.type, id: message.id }
   } catch {
     // Not JSON: not ours to judge.
   }

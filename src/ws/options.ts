@@ -43,6 +43,12 @@ export interface ProtectWebSocketOptions {
   dropsBeforeClose?: number
   /** A connection sending at this many times `messagesPerSecond` when it is closed gets 1008 instead of 1013. @default 10 */
   abuseFactor?: number
+  /**
+   * Messages per identity across all its connections and processes, through `store`: a token bucket drawn from in
+   * batches of `batch` (so the message path never waits on the store), or `false`.
+   * @default false
+   */
+  identityMessages?: { capacity: number; refillPerSecond: number; batch?: number } | false
   /** Bytes queued for a client that does not read, beyond which it is terminated. @default 1048576 */
   maxBufferedBytes?: number
   /** Interval of heartbeat pings in ms; a connection that missed the previous pong is terminated. 0: off. @default 30000 */
@@ -74,6 +80,7 @@ export interface ResolvedWebSocketOptions {
   readonly messageBurst: number
   readonly dropsBeforeClose: number
   readonly abuseFactor: number
+  readonly identityMessages: { capacity: number; refillPerSecond: number; batch: number } | false
   readonly maxBufferedBytes: number
   readonly heartbeatMs: number
   readonly maxSubscriptionsPerConnection: number
@@ -84,7 +91,8 @@ const owner = 'protectWebSocketServer'
 
 /** Validates every option once, at startup, and freezes the result. */
 export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): ResolvedWebSocketOptions {
-  if (options === null || typeof options !== 'object') throw invalidOption(owner, 'options', 'an object', options)
+  if (options === null || typeof options !== 'object')
+    throw invalidOption(owner, 'options', 'an object', options)
   if (options.identify !== undefined && typeof options.identify !== 'function') {
     throw invalidOption(owner, 'identify', 'a function (req) => identity', options.identify)
   }
@@ -113,14 +121,23 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
         ? false
         : {
             capacity: positiveInteger(owner, 'handshakesPerIp.capacity', handshakes.capacity),
-            refillPerSecond: positiveNumber(owner, 'handshakesPerIp.refillPerSecond', handshakes.refillPerSecond),
+            refillPerSecond: positiveNumber(
+              owner,
+              'handshakesPerIp.refillPerSecond',
+              handshakes.refillPerSecond,
+            ),
           },
     maxConnections: positiveInteger(owner, 'maxConnections', options.maxConnections ?? 10_000),
     maxMessageBytes: positiveInteger(owner, 'maxMessageBytes', options.maxMessageBytes ?? 64 * 1024),
     messagesPerSecond,
-    messageBurst: positiveInteger(owner, 'messageBurst', options.messageBurst ?? Math.ceil(messagesPerSecond)),
+    messageBurst: positiveInteger(
+      owner,
+      'messageBurst',
+      options.messageBurst ?? Math.ceil(messagesPerSecond),
+    ),
     dropsBeforeClose: positiveInteger(owner, 'dropsBeforeClose', options.dropsBeforeClose ?? 20),
     abuseFactor: positiveNumber(owner, 'abuseFactor', options.abuseFactor ?? 10),
+    identityMessages: resolveIdentityMessages(options.identityMessages ?? false),
     maxBufferedBytes: positiveInteger(owner, 'maxBufferedBytes', options.maxBufferedBytes ?? 1024 * 1024),
     heartbeatMs: nonNegativeInteger(owner, 'heartbeatMs', options.heartbeatMs ?? 30_000),
     maxSubscriptionsPerConnection: nonNegativeInteger(
@@ -130,4 +147,24 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
     ),
     onDrop: options.onDrop,
   })
+}
+
+function resolveIdentityMessages(
+  option: ProtectWebSocketOptions['identityMessages'],
+): ResolvedWebSocketOptions['identityMessages'] {
+  if (option === false) return false
+  if (option === null || typeof option !== 'object') {
+    throw invalidOption(owner, 'identityMessages', '{ capacity, refillPerSecond, batch? } or false', option)
+  }
+  const capacity = positiveInteger(owner, 'identityMessages.capacity', option.capacity)
+  const refillPerSecond = positiveNumber(owner, 'identityMessages.refillPerSecond', option.refillPerSecond)
+  // About ten draws a second at the full rate: few store calls, few tokens parked per process.
+  const batch = positiveInteger(
+    owner,
+    'identityMessages.batch',
+    option.batch ?? Math.min(capacity, Math.max(1, Math.ceil(refillPerSecond / 10))),
+  )
+  if (batch > capacity)
+    throw invalidOption(owner, 'identityMessages.batch', `at most capacity (${capacity})`, batch)
+  return { capacity, refillPerSecond, batch }
 }

@@ -3,9 +3,15 @@ import type { Duplex } from 'node:stream'
 import type { WebSocket, WebSocketServer } from 'ws'
 import { invalidOption } from '../core/errors.js'
 import type { Lease } from '../core/limiters/concurrencyLimit.js'
+import { tokenBucket } from '../core/limiters/tokenBucket.js'
 import { CloseCodes, CloseReasons } from './closeCodes.js'
 import { MessageGuard } from './messageGuard.js'
-import { type ProtectWebSocketOptions, resolveWebSocketOptions } from './options.js'
+import {
+  type ProtectWebSocketOptions,
+  type ResolvedWebSocketOptions,
+  resolveWebSocketOptions,
+} from './options.js'
+import { SharedBudget } from './sharedBudget.js'
 import { type Admission, UpgradeGuard } from './upgradeGuard.js'
 
 /** What `protectWebSocketServer` returns. */
@@ -53,6 +59,7 @@ export function protectWebSocketServer(
   }
   const resolved = resolveWebSocketOptions(options)
   const upgrades = new UpgradeGuard(resolved)
+  const budget = createSharedBudget(resolved)
   const connections = new Map<WebSocket, Connection>()
 
   // ws checks the size from the frame header before reading the payload, and closes with 1009.
@@ -66,19 +73,29 @@ export function protectWebSocketServer(
     // Paths this server does not handle are ws' business (it answers 400); nothing is spent on them.
     if (!wss.shouldHandle(req)) return originalHandleUpgrade.call(wss, req, socket, head, callback)
     void upgrades.admit(req, socket, connections.size).then(
-      (admission) => {
+      async (admission) => {
         if (admission === undefined) return
+        await budget?.join(admission.identity)
         upgrade(admission, req, socket, head, callback)
       },
       () => socket.destroy(),
     )
   }
 
-  function upgrade(admission: Admission, req: IncomingMessage, socket: Duplex, head: Buffer, cb: UpgradeCallback) {
+  function upgrade(
+    admission: Admission,
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    cb: UpgradeCallback,
+  ) {
     let admitted = false
-    // If ws refuses the handshake itself (bad headers) the callback never runs: give the slot back then.
+    // If the client left meanwhile, or ws refuses the handshake itself (bad headers), the callback never runs:
+    // give the slot back then.
     socket.once('close', () => {
-      if (!admitted) void admission.lease.release()
+      if (admitted) return
+      void admission.lease.release()
+      budget?.leave(admission.identity)
     })
     originalHandleUpgrade.call(wss, req, socket, head, (ws: WebSocket, upgradedReq: IncomingMessage) => {
       admitted = true
@@ -91,7 +108,7 @@ export function protectWebSocketServer(
     const connection: Connection = {
       identity: admission.identity,
       lease: admission.lease,
-      guard: new MessageGuard(ws, resolved),
+      guard: new MessageGuard(ws, resolved, budget && (() => budget.take(connection.identity))),
       alive: true,
       released: false,
     }
@@ -130,10 +147,11 @@ export function protectWebSocketServer(
     } as typeof ws.send
   }
 
-  function release(connection: Connection): void {
-    if (connection.released) return
+  function release(connection: Connection): Promise<void> {
+    if (connection.released) return Promise.resolve()
     connection.released = true
-    void connection.lease.release()
+    budget?.leave(connection.identity)
+    return connection.lease.release()
   }
 
   // One timer for all connections: renew leases well before they expire (a RedisStore batches the renewals).
@@ -180,15 +198,18 @@ export function protectWebSocketServer(
       }
       const lease = await upgrades.connections.acquire(identity)
       if (!lease.allowed) return lease
+      await budget?.join(identity)
       if (!connections.has(ws)) {
         // Closed meanwhile: the new slot must not outlive it.
+        budget?.leave(identity)
         await lease.release()
         return lease
       }
-      const previous = connection.lease
+      const previous = { identity: connection.identity, lease: connection.lease }
       connection.identity = identity
       connection.lease = lease
-      await previous.release()
+      budget?.leave(previous.identity)
+      await previous.lease.release()
       return lease
     },
     async close() {
@@ -199,11 +220,24 @@ export function protectWebSocketServer(
       for (const [ws, connection] of connections) {
         connection.guard.stop()
         ws.close(CloseCodes.GOING_AWAY, CloseReasons.GOING_AWAY)
-        connection.released = true
-        releases.push(connection.lease.release())
+        releases.push(release(connection))
       }
       connections.clear()
       await Promise.all(releases)
     },
   }
+}
+
+/** The identity-wide message budget shared through the store, when `identityMessages` is set. */
+function createSharedBudget(options: ResolvedWebSocketOptions): SharedBudget | undefined {
+  if (options.identityMessages === false) return undefined
+  const { capacity, refillPerSecond, batch } = options.identityMessages
+  const limiter = tokenBucket({
+    name: 'ws-identity-messages',
+    capacity,
+    refillPerSecond,
+    failPolicy: options.failPolicy,
+    ...(options.store === undefined ? {} : { store: options.store }),
+  })
+  return new SharedBudget(limiter, batch)
 }

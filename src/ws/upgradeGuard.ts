@@ -40,7 +40,12 @@ export class UpgradeGuard {
     this.handshakes =
       options.handshakesPerIp === false
         ? undefined
-        : tokenBucket({ name: 'ws-handshakes', ...options.handshakesPerIp, failPolicy, ...(store ? { store } : {}) })
+        : tokenBucket({
+            name: 'ws-handshakes',
+            ...options.handshakesPerIp,
+            failPolicy,
+            ...(store ? { store } : {}),
+          })
   }
 
   /**

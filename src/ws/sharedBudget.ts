@@ -1,0 +1,82 @@
+import type { RateLimiter } from '../core/rateLimiter.js'
+
+interface Allowance {
+  /** Tokens drawn from the store and not yet spent by this process. */
+  tokens: number
+  /** A draw under way, so that concurrent messages do not start another. */
+  drawing: Promise<void> | undefined
+  /** When the store last refused: no draw before this time (ms). */
+  deniedUntil: number
+  /** Connections of this identity in this process. */
+  connections: number
+}
+
+/**
+ * A per-identity message budget shared by every connection and process, without a store round trip per message:
+ * each process draws tokens from the shared token bucket `batch` at a time (one consume of cost `batch`) and
+ * spends them locally; when they run low it draws the next batch in the background. A message that finds no token
+ * is dropped. Tokens are drawn before they are spent, so the identity never gets more than its budget: the
+ * worst case is the other way, up to `batch` tokens per process parked unspent (given back when the identity's last
+ * connection in the process closes).
+ */
+export class SharedBudget {
+  private readonly allowances = new Map<string, Allowance>()
+
+  constructor(
+    private readonly limiter: RateLimiter,
+    private readonly batch: number,
+  ) {}
+
+  /** A connection of `identity` opened here: draws its first tokens (awaited before the upgrade completes). */
+  async join(identity: string): Promise<void> {
+    const allowance = this.allowanceOf(identity)
+    allowance.connections++
+    if (allowance.tokens === 0) await this.draw(identity, allowance)
+  }
+
+  /** A connection of `identity` closed here; the last one gives the unspent tokens back. */
+  leave(identity: string): void {
+    const allowance = this.allowances.get(identity)
+    if (allowance === undefined) return
+    allowance.connections--
+    if (allowance.connections > 0) return
+    this.allowances.delete(identity)
+    if (allowance.tokens > 0) void this.limiter.refund(identity, allowance.tokens).catch(() => undefined)
+  }
+
+  /** Spends one token for a message of `identity`, synchronously; false when none is at hand (drop it). */
+  take(identity: string): boolean {
+    const allowance = this.allowances.get(identity)
+    if (allowance === undefined) return false
+    // Draw the next batch when half of this one is spent, so steady traffic never waits for it.
+    if (allowance.tokens <= this.batch / 2) void this.draw(identity, allowance)
+    if (allowance.tokens === 0) return false
+    allowance.tokens--
+    return true
+  }
+
+  private allowanceOf(identity: string): Allowance {
+    let allowance = this.allowances.get(identity)
+    if (allowance === undefined) {
+      allowance = { tokens: 0, drawing: undefined, deniedUntil: 0, connections: 0 }
+      this.allowances.set(identity, allowance)
+    }
+    return allowance
+  }
+
+  private draw(identity: string, allowance: Allowance): Promise<void> {
+    if (allowance.drawing !== undefined) return allowance.drawing
+    if (Date.now() < allowance.deniedUntil) return Promise.resolve()
+    allowance.drawing = this.limiter.consume(identity, this.batch).then(
+      (decision) => {
+        allowance.drawing = undefined
+        if (decision.allowed) allowance.tokens += this.batch
+        else allowance.deniedUntil = Date.now() + decision.retryAfterMs
+      },
+      () => {
+        allowance.drawing = undefined
+      },
+    )
+    return allowance.drawing
+  }
+}
