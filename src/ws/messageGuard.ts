@@ -6,6 +6,8 @@ import type { ResolvedWebSocketOptions } from './options.js'
 
 /** One second, in µs: the window over which drops are counted. */
 const WINDOW_US = 1_000_000
+/** How long a connection closed for its traffic has to complete the close handshake before it is terminated. */
+const CLOSE_GRACE_MS = 1000
 
 /**
  * Limits what one connection may send, in-process (no store round trip per message): messages and pings spend from
@@ -23,20 +25,16 @@ export class MessageGuard {
   private readonly emission: number
   private readonly burst: number
 
-  /**
-   * @param takeShared spends one message of the identity's shared budget, if there is one (`SharedBudget.take`).
-   */
   constructor(
     private readonly socket: WebSocket,
     private readonly options: ResolvedWebSocketOptions,
-    private readonly takeShared: (() => boolean) | undefined,
   ) {
     this.emission = Math.max(1, Math.round(1_000_000 / options.messagesPerSecond))
     this.burst = options.messageBurst * this.emission
   }
 
-  /** Whether an incoming message (or ping) may reach the app's listeners. */
-  admit(event: 'message' | 'ping', data: unknown): boolean {
+  /** Spends from the connection's own bucket for an incoming message or ping; false: drop it. */
+  admitRate(): boolean {
     if (this.closing) return false
     const now = nowMicros()
     if (now - this.windowStart >= WINDOW_US) {
@@ -47,17 +45,17 @@ export class MessageGuard {
     this.received++
     const step = gcraStep(this.tat, now, 'consume', [this.emission, this.burst, this.emission])
     if (step.reply[0] === 0) {
-      this.onDrop(now, step.reply[3])
+      this.drop(step.reply[3])
       return false
     }
     if (step.next !== undefined && step.next !== 'delete') this.tat = step.next.state
-    if (event === 'message' && this.takeShared !== undefined && !this.takeShared()) {
-      this.onDrop(now, 0)
-      return false
-    }
-    if (event === 'message' && this.options.maxSubscriptionsPerConnection > 0)
-      return this.admitOperation(data)
     return true
+  }
+
+  /** Whether a message that passed the rate limits may reach the app (the graphql-ws subscription cap). */
+  admitMessage(data: unknown): boolean {
+    if (this.closing) return false
+    return this.options.maxSubscriptionsPerConnection === 0 || this.admitOperation(data)
   }
 
   /** Sees what the server sends: graphql-ws `complete` and `error` end a subscription. */
@@ -74,7 +72,10 @@ export class MessageGuard {
     this.closing = true
   }
 
-  private onDrop(now: number, retryAfterMs: number): void {
+  /** Counts a dropped message; enough of them within a second close the connection (1013, or 1008 for abuse). */
+  drop(retryAfterMs: number): void {
+    if (this.closing) return
+    const now = nowMicros()
     this.dropped++
     if (this.dropped < this.options.dropsBeforeClose) {
       this.options.onDrop?.(this.socket, { retryAfterMs })
@@ -86,6 +87,8 @@ export class MessageGuard {
     const abusive = this.received / seconds >= this.options.abuseFactor * this.options.messagesPerSecond
     if (abusive) this.socket.close(CloseCodes.POLICY_VIOLATION, CloseReasons.ABUSE)
     else this.socket.close(CloseCodes.TRY_AGAIN_LATER, CloseReasons.RATE_LIMITED)
+    // A client that does not answer the close frame would keep its slot for ws' closing timeout (30 s).
+    setTimeout(() => this.socket.terminate(), CLOSE_GRACE_MS).unref()
   }
 
   private admitOperation(data: unknown): boolean {
@@ -95,7 +98,9 @@ export class MessageGuard {
       this.subscriptions.delete(message.id)
       return true
     }
-    if (message.type !== 'subscribe') return true
+    // An id already running is graphql-ws' to refuse (4409); it must not count twice nor be refused here (the
+    // error we would send for it would read as the end of the running one).
+    if (message.type !== 'subscribe' || this.subscriptions.has(message.id)) return true
     if (this.subscriptions.size < this.options.maxSubscriptionsPerConnection) {
       this.subscriptions.add(message.id)
       return true
@@ -114,8 +119,9 @@ export class MessageGuard {
 
 /** A graphql-ws message with an id, or undefined for anything else. */
 function parseOperation(data: unknown): { type: string; id: string } | undefined {
+  // Parsed whole (no substring shortcut: `"typ\u0065"` is the same key to JSON.parse and to graphql-ws).
   const text = typeof data === 'string' ? data : Buffer.isBuffer(data) ? data.toString('utf8') : undefined
-  if (text === undefined || !text.includes('"type"')) return undefined
+  if (text === undefined) return undefined
   try {
     const message = JSON.parse(text) as { type?: unknown; id?: unknown }
     if (typeof message.type === 'string' && typeof message.id === 'string')

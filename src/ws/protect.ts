@@ -6,13 +6,14 @@ import type { Lease } from '../core/limiters/concurrencyLimit.js'
 import { tokenBucket } from '../core/limiters/tokenBucket.js'
 import { CloseCodes, CloseReasons } from './closeCodes.js'
 import { MessageGuard } from './messageGuard.js'
+import { MessageQueue } from './messageQueue.js'
 import {
   type ProtectWebSocketOptions,
   type ResolvedWebSocketOptions,
   resolveWebSocketOptions,
 } from './options.js'
 import { SharedBudget } from './sharedBudget.js'
-import { type Admission, UpgradeGuard } from './upgradeGuard.js'
+import { type Admission, isWebSocketHandshake, refuse, UpgradeGuard } from './upgradeGuard.js'
 
 /** What `protectWebSocketServer` returns. */
 export interface WebSocketProtection {
@@ -36,6 +37,8 @@ interface Connection {
   identity: string
   lease: Lease
   readonly guard: MessageGuard
+  /** Messages waiting for the identity's shared budget, when `identityMessages` is on. */
+  queue: MessageQueue | undefined
   alive: boolean
   released: boolean
 }
@@ -58,8 +61,9 @@ export function protectWebSocketServer(
     throw invalidOption('protectWebSocketServer', 'wss', 'a ws WebSocketServer', wss)
   }
   const resolved = resolveWebSocketOptions(options)
-  const upgrades = new UpgradeGuard(resolved)
   const budget = createSharedBudget(resolved)
+  const upgrades = new UpgradeGuard(resolved, budget)
+  let closed = false
   const connections = new Map<WebSocket, Connection>()
 
   // ws checks the size from the frame header before reading the payload, and closes with 1009.
@@ -70,12 +74,24 @@ export function protectWebSocketServer(
 
   const originalHandleUpgrade = wss.handleUpgrade
   wss.handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, callback: UpgradeCallback) => {
-    // Paths this server does not handle are ws' business (it answers 400); nothing is spent on them.
-    if (!wss.shouldHandle(req)) return originalHandleUpgrade.call(wss, req, socket, head, callback)
+    // Paths this server does not handle and malformed handshakes are ws' business (it answers 400 or 405):
+    // nothing is spent on them.
+    if (!wss.shouldHandle(req) || !isWebSocketHandshake(req)) {
+      return originalHandleUpgrade.call(wss, req, socket, head, callback)
+    }
+    // Node removed its own error listener before 'upgrade' and ws adds one only in handleUpgrade: until then, a
+    // client resetting the connection would be an unhandled 'error' that ends the process.
+    socket.on('error', () => socket.destroy())
     void upgrades.admit(req, socket, connections.size).then(
-      async (admission) => {
+      (admission) => {
         if (admission === undefined) return
-        await budget?.join(admission.identity)
+        if (closed) {
+          // The protection was closed while this upgrade was being decided.
+          budget?.leave(admission.identity)
+          void admission.lease.release()
+          refuse(socket, 503, { 'Retry-After': '1' })
+          return
+        }
         upgrade(admission, req, socket, head, callback)
       },
       () => socket.destroy(),
@@ -108,12 +124,16 @@ export function protectWebSocketServer(
     const connection: Connection = {
       identity: admission.identity,
       lease: admission.lease,
-      guard: new MessageGuard(ws, resolved, budget && (() => budget.take(connection.identity))),
+      guard: new MessageGuard(ws, resolved),
+      queue: undefined,
       alive: true,
       released: false,
     }
     connections.set(ws, connection)
     guardTraffic(ws, connection)
+    // ws reports an oversized message (now likelier: maxPayload may have been lowered) as an 'error' on the socket,
+    // and closes it with 1009. Without a listener that 'error' would throw and end the process.
+    ws.on('error', () => undefined)
     ws.on('pong', () => {
       connection.alive = true
     })
@@ -128,15 +148,30 @@ export function protectWebSocketServer(
   /** Interposes on the socket's `emit` (incoming) and `send` (outgoing). */
   function guardTraffic(ws: WebSocket, connection: Connection): void {
     const emit = ws.emit
+    const { guard } = connection
+    const deliver = (args: unknown[]) => {
+      if (ws.readyState === ws.OPEN && guard.admitMessage(args[0])) emit.call(ws, 'message', ...args)
+    }
+    if (budget !== undefined) {
+      connection.queue = new MessageQueue(
+        budget,
+        () => connection.identity,
+        resolved.messageBurst,
+        deliver,
+        () => guard.drop(0),
+      )
+    }
     ws.emit = function guardedEmit(this: WebSocket, event: string | symbol, ...args: unknown[]): boolean {
-      if (event === 'message' || event === 'ping') {
-        if (ws.bufferedAmount > resolved.maxBufferedBytes) {
-          // A client that sends but does not read (pongs pile up): end it before it grows our memory.
-          ws.terminate()
-          return false
-        }
-        if (!connection.guard.admit(event, args[0])) return false
+      if (event !== 'message' && event !== 'ping') return emit.call(this, event, ...args)
+      if (ws.bufferedAmount > resolved.maxBufferedBytes) {
+        // A client that sends but does not read (pongs pile up): end it before it grows our memory.
+        ws.terminate()
+        return false
       }
+      if (!guard.admitRate()) return false
+      if (event === 'ping') return emit.call(this, event, ...args)
+      if (connection.queue !== undefined && !connection.queue.offer(args)) return false
+      if (!guard.admitMessage(args[0])) return false
       return emit.call(this, event, ...args)
     } as typeof ws.emit
     const send = ws.send
@@ -196,6 +231,8 @@ export function protectWebSocketServer(
       if (connection === undefined) {
         throw invalidOption('rekey', 'socket', 'a socket admitted by this protection', 'another socket')
       }
+      // Already counted under this identity: keep the slot it has.
+      if (identity === connection.identity) return connection.lease
       const lease = await upgrades.connections.acquire(identity)
       if (!lease.allowed) return lease
       await budget?.join(identity)
@@ -213,6 +250,7 @@ export function protectWebSocketServer(
       return lease
     },
     async close() {
+      closed = true
       clearInterval(renewTimer)
       if (heartbeatTimer !== undefined) clearInterval(heartbeatTimer)
       wss.handleUpgrade = originalHandleUpgrade

@@ -11,13 +11,16 @@ interface Allowance {
   connections: number
 }
 
+/** `token`: spent one. `wait`: none at hand, but a draw is under way (`whenDrawn`). `none`: the budget refused. */
+export type Take = 'token' | 'wait' | 'none'
+
 /**
  * A per-identity message budget shared by every connection and process, without a store round trip per message:
  * each process draws tokens from the shared token bucket `batch` at a time (one consume of cost `batch`) and
- * spends them locally; when they run low it draws the next batch in the background. A message that finds no token
- * is dropped. Tokens are drawn before they are spent, so the identity never gets more than its budget: the
- * worst case is the other way, up to `batch` tokens per process parked unspent (given back when the identity's last
- * connection in the process closes).
+ * spends them locally; when half is spent it draws the next batch in the background. A message that arrives while
+ * a draw is under way waits for it; one the budget refuses is dropped. Tokens are drawn before they are spent, so
+ * the identity never gets more than its budget: the worst case is the other way, up to `batch` tokens per process
+ * parked unspent (given back when the identity's last connection in the process closes).
  */
 export class SharedBudget {
   private readonly allowances = new Map<string, Allowance>()
@@ -44,15 +47,26 @@ export class SharedBudget {
     if (allowance.tokens > 0) void this.limiter.refund(identity, allowance.tokens).catch(() => undefined)
   }
 
-  /** Spends one token for a message of `identity`, synchronously; false when none is at hand (drop it). */
-  take(identity: string): boolean {
+  /** Spends one token for a message of `identity`, synchronously. */
+  take(identity: string): Take {
     const allowance = this.allowances.get(identity)
-    if (allowance === undefined) return false
+    if (allowance === undefined) return 'none'
     // Draw the next batch when half of this one is spent, so steady traffic never waits for it.
     if (allowance.tokens <= this.batch / 2) void this.draw(identity, allowance)
-    if (allowance.tokens === 0) return false
-    allowance.tokens--
-    return true
+    if (allowance.tokens > 0) {
+      allowance.tokens--
+      return 'token'
+    }
+    return allowance.drawing === undefined ? 'none' : 'wait'
+  }
+
+  /** Spends one token, waiting for draws under way; false when the budget refused. */
+  async takeWhenDrawn(identity: string): Promise<boolean> {
+    for (;;) {
+      const taken = this.take(identity)
+      if (taken !== 'wait') return taken === 'token'
+      await this.allowances.get(identity)?.drawing
+    }
   }
 
   private allowanceOf(identity: string): Allowance {

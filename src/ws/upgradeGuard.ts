@@ -8,6 +8,7 @@ import { rateLimitHeaders } from '../http/rateLimitHeaders.js'
 import { createClientIpResolver } from '../identity/clientIp.js'
 import { ipKey } from '../identity/ipKey.js'
 import type { ResolvedWebSocketOptions } from './options.js'
+import type { SharedBudget } from './sharedBudget.js'
 
 /** An admitted upgrade: who it is and the connection slot it holds. */
 export interface Admission {
@@ -17,7 +18,7 @@ export interface Admission {
 
 /**
  * Decides an upgrade before the 101: server-wide cap (503), handshakes per IP (429), identity (401 when `identify`
- * throws), connections per identity (429). A refusal is written as a plain HTTP response on the raw socket, which
+ * throws), connections per identity (429), then draws the identity's first shared message tokens, if any. A refusal is written as a plain HTTP response on the raw socket, which
  * is then closed: a client never sees 101-then-close for a limit known at upgrade time.
  */
 export class UpgradeGuard {
@@ -27,7 +28,10 @@ export class UpgradeGuard {
   private readonly handshakes: RateLimiter | undefined
   private readonly clientIp: (req: IncomingMessage) => string
 
-  constructor(private readonly options: ResolvedWebSocketOptions) {
+  constructor(
+    private readonly options: ResolvedWebSocketOptions,
+    private readonly budget: SharedBudget | undefined,
+  ) {
     const { store, failPolicy } = options
     this.clientIp = createClientIpResolver({ trustProxy: options.trustProxy })
     this.connections = concurrencyLimit({
@@ -78,8 +82,10 @@ export class UpgradeGuard {
       if (socket.destroyed) return undefined
       const lease = await this.connections.acquire(identity)
       if (!lease.allowed) return refuseDecision(socket, lease, connectionPolicy(this.connections))
+      await this.budget?.join(identity)
       if (socket.destroyed) {
         // The client left while we were deciding: no reservation may outlive it.
+        this.budget?.leave(identity)
         await lease.release()
         return undefined
       }
@@ -119,4 +125,18 @@ export function refuse(socket: Duplex, status: number, headers: Record<string, s
   ]
   socket.once('finish', () => socket.destroy())
   socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`)
+}
+
+/**
+ * Whether ws would accept this request as a WebSocket handshake (method, Upgrade, key, version). Requests it would
+ * answer 400 or 405 anyway are left to it without spending any budget.
+ */
+export function isWebSocketHandshake(req: IncomingMessage): boolean {
+  const version = req.headers['sec-websocket-version']
+  return (
+    req.method === 'GET' &&
+    req.headers.upgrade?.toLowerCase() === 'websocket' &&
+    /^[+/0-9A-Za-z]{22}==$/.test(req.headers['sec-websocket-key'] ?? '') &&
+    (version === '13' || version === '8')
+  )
 }

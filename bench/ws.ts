@@ -1,0 +1,505 @@
+/**
+ * Echo messages per second of a `ws` server, plain and protected by tollbooth/ws, side by side in one run.
+ *
+ *   npm run bench:ws
+ *
+ * Contenders, each its own WebSocketServer on 127.0.0.1 (port 0) in this process, all alive for the whole run:
+ * - plain:  a `ws` echo server (`ws.on('message', data => ws.send(data))`), nothing else;
+ * - memory: the same server under `protectWebSocketServer` on the default MemoryStore, per-connection limits set so
+ *           high that nothing is dropped (messagesPerSecond 1e6): the cost of the per-message path itself;
+ * - redis:  the same, with a RedisStore for the connection leases and handshake budgets (acquired at connect,
+ *           renewed every leaseMs / 3, released at close). Message limits stay local: no message touches Redis;
+ * - shared: as redis, plus `identityMessages`, the per-identity message budget shared through Redis (drawn in
+ *           batches). Every client comes from 127.0.0.1, so all of them spend one identity's budget.
+ *
+ * Load: CLIENTS connections, each keeping WINDOW messages of PAYLOAD_BYTES in flight (a new one for every echo);
+ * WARMUP_MS, then MEASURE_MS measured; echoes counted by the clients. The clients run in a separate process (this
+ * file again, with `--load`, in a plain `node --import <tsx loader>`), so this process only serves; with 2 CPUs,
+ * the server and the load share the machine with redis-server. ROUNDS rounds, the order reversed every other round;
+ * the table shows medians. Round-trip latency is from a message's send to its echo, queueing included.
+ *
+ * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { cpus, loadavg } from 'node:os'
+import { createInterface } from 'node:readline'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { Redis, type RedisOptions } from 'ioredis'
+import { WebSocket, WebSocketServer } from 'ws'
+import { RedisStore } from '../src/index.js'
+import {
+  type ProtectWebSocketOptions,
+  protectWebSocketServer,
+  type WebSocketProtection,
+} from '../src/ws/index.js'
+import { startRedis } from '../test/helpers/redisServer.js'
+import { LatencyHistogram } from './latency.js'
+
+const CLIENTS = 50
+const WINDOW = 32
+const PAYLOAD_BYTES = 64
+const WARMUP_MS = 500
+const MEASURE_MS = 1_500
+const ROUNDS = 5
+/** Short enough that the measured phase includes lease renewals (every leaseMs / 3). */
+const LEASE_MS = 3_000
+/**
+ * identityMessages: a budget never reached (refillPerSecond is at its maximum, 1e6), with the default batch
+ * (refillPerSecond / 10 = 100,000 tokens a draw). A much smaller batch drops messages although the budget is far
+ * from spent: a draw is asynchronous, and a saturated event loop spends the half batch left before its answer.
+ */
+const SHARED_BUDGET = { capacity: 1e9, refillPerSecond: 1e6 }
+
+/** Limits high enough that nothing is dropped or refused: what is measured is the cost of the checks. */
+const permissive: ProtectWebSocketOptions = {
+  messagesPerSecond: 1e6,
+  messageBurst: 1e6,
+  maxConnectionsPerIdentity: 10_000,
+  handshakesPerIp: false,
+  leaseMs: LEASE_MS,
+}
+
+type Key = 'plain' | 'memory' | 'redis' | 'shared'
+const TARGETS: Record<Key, { ratio: number; label: string } | undefined> = {
+  plain: undefined,
+  memory: { ratio: 0.9, label: 'local limits' },
+  redis: { ratio: 0.75, label: 'shared Redis-backed limits' },
+  shared: { ratio: 0.75, label: 'shared Redis-backed limits' },
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The load generator (child process)
+// ---------------------------------------------------------------------------------------------------------------
+
+interface LoadJob {
+  url: string
+  clients: number
+  window: number
+  payloadBytes: number
+  warmupMs: number
+  measureMs: number
+}
+
+interface LoadResult {
+  echoes: number
+  seconds: number
+  perSecond: number
+  /** CPU time of the load generator over the measured phase, as a fraction of one core. */
+  clientCpu: number
+  p50: number
+  p99: number
+  /** Connections that closed before the load generator closed them (a protection closing them, say). */
+  unexpectedCloses: number
+  /** Echoes of another size than sent (a check that the server echoes what it got). */
+  wrongEchoes: number
+}
+
+function connectClient(url: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url)
+    ws.once('open', () => resolve(ws))
+    ws.once('error', reject)
+  })
+}
+
+async function runLoad(job: LoadJob): Promise<LoadResult> {
+  const payload = Buffer.alloc(job.payloadBytes, 0x61)
+  const latency = new LatencyHistogram()
+  let measuring = false
+  let stopping = false
+  let echoes = 0
+  let unexpectedCloses = 0
+  let wrongEchoes = 0
+  const sockets = await Promise.all(Array.from({ length: job.clients }, () => connectClient(job.url)))
+  for (const ws of sockets) {
+    // One connection echoes in order: the send times of the messages in flight, oldest first.
+    const sentAt: number[] = []
+    ws.on('message', (data: Buffer) => {
+      const now = performance.now()
+      const sent = sentAt.shift() ?? now
+      if (data.length !== job.payloadBytes) wrongEchoes++
+      if (measuring) {
+        echoes++
+        latency.add(now - sent)
+      }
+      if (stopping) return
+      sentAt.push(now)
+      ws.send(payload)
+    })
+    ws.on('close', () => {
+      if (!stopping) unexpectedCloses++
+    })
+    ws.on('error', () => {})
+    for (let i = 0; i < job.window; i++) {
+      sentAt.push(performance.now())
+      ws.send(payload)
+    }
+  }
+  await sleep(job.warmupMs)
+  // Tells the server process to read its CPU clock now (it reads it again when the result comes).
+  process.stdout.write(`${JSON.stringify({ phase: 'measure' })}\n`)
+  measuring = true
+  const start = performance.now()
+  const cpuStart = process.cpuUsage()
+  await sleep(job.measureMs)
+  measuring = false
+  const seconds = (performance.now() - start) / 1000
+  const cpu = process.cpuUsage(cpuStart)
+  stopping = true
+  await Promise.all(
+    sockets.map(
+      (ws) =>
+        new Promise<void>((resolve) => {
+          if (ws.readyState === WebSocket.CLOSED) return resolve()
+          const timer = setTimeout(() => ws.terminate(), 2_000)
+          ws.once('close', () => {
+            clearTimeout(timer)
+            resolve()
+          })
+          ws.close()
+        }),
+    ),
+  )
+  return {
+    echoes,
+    seconds,
+    perSecond: echoes / seconds,
+    clientCpu: (cpu.user + cpu.system) / 1e6 / seconds,
+    p50: latency.percentile(50),
+    p99: latency.percentile(99),
+    unexpectedCloses,
+    wrongEchoes,
+  }
+}
+
+/** `--load`: reads one LoadJob per stdin line, answers one LoadResult per stdout line, exits when stdin ends. */
+async function loadGenerator(): Promise<void> {
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (line.trim() === '') continue
+    const result = await runLoad(JSON.parse(line) as LoadJob)
+    process.stdout.write(`${JSON.stringify(result)}\n`)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The servers (this process)
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Contender {
+  readonly key: Key
+  readonly name: string
+  readonly url: string
+  readonly wss: WebSocketServer
+  readonly protection: WebSocketProtection | undefined
+  /** Messages the protection dropped (onDrop) and connections it closed, over the whole run. */
+  readonly counters: { drops: number; closedByServer: number }
+}
+
+async function echoServer(key: Key, name: string, protect?: ProtectWebSocketOptions): Promise<Contender> {
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' })
+  await new Promise((resolve) => wss.once('listening', resolve))
+  const counters = { drops: 0, closedByServer: 0 }
+  const protection =
+    protect === undefined
+      ? undefined
+      : protectWebSocketServer(wss, {
+          ...protect,
+          onDrop: () => {
+            counters.drops++
+          },
+        })
+  wss.on('connection', (ws) => {
+    ws.on('error', () => {})
+    ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }))
+    // The load generator closes without a code (1005); anything else was the server's or the network's doing.
+    ws.on('close', (code) => {
+      if (code !== 1005 && code !== 1000) counters.closedByServer++
+    })
+  })
+  const port = (wss.address() as { port: number }).port
+  return { key, name, url: `ws://127.0.0.1:${port}`, wss, protection, counters }
+}
+
+/** A load result with the server process' CPU time over the same phase. */
+interface Measured extends LoadResult {
+  /** CPU time of this (server) process, as a fraction of one core. */
+  serverCpu: number
+  /** CPU time of this process per echo, in µs: the server's cost of one message in and one out. */
+  serverMicrosPerEcho: number
+}
+
+/** The load generator process and its JSON answers. */
+class LoadProcess {
+  readonly child: ChildProcess
+  private readonly answers: string[] = []
+  private waiter: (() => void) | undefined
+
+  constructor() {
+    // The project's own tsx, loaded into a plain `node` (as test/integration/multiProcess.test.ts does).
+    const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
+    this.child = spawn(process.execPath, ['--import', loader, fileURLToPath(import.meta.url), '--load'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      this.answers.push(line)
+      this.waiter?.()
+    })
+    this.child.once('exit', () => this.waiter?.())
+  }
+
+  /** Runs one job; adds this (server) process' CPU time over the measured phase. */
+  async run(job: LoadJob): Promise<Measured> {
+    this.child.stdin?.write(`${JSON.stringify(job)}\n`)
+    let cpuStart: NodeJS.CpuUsage | undefined
+    for (;;) {
+      const line = await this.next()
+      const answer = JSON.parse(line) as LoadResult | { phase: 'measure' }
+      if ('phase' in answer) {
+        cpuStart = process.cpuUsage()
+        continue
+      }
+      const cpu = process.cpuUsage(cpuStart)
+      const cpuMicros = cpu.user + cpu.system
+      return {
+        ...answer,
+        serverCpu: cpuMicros / 1e6 / answer.seconds,
+        serverMicrosPerEcho: cpuMicros / answer.echoes,
+      }
+    }
+  }
+
+  private async next(): Promise<string> {
+    while (this.answers.length === 0) {
+      if (this.child.exitCode !== null || this.child.signalCode !== null) {
+        throw new Error(`load generator exited (${this.child.exitCode ?? this.child.signalCode})`)
+      }
+      await new Promise<void>((resolve) => {
+        this.waiter = resolve
+      })
+      this.waiter = undefined
+    }
+    return this.answers.shift() as string
+  }
+
+  async stop(): Promise<void> {
+    this.child.stdin?.end()
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return
+    const exited = new Promise((resolve) => this.child.once('exit', resolve))
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000)
+    await exited
+    clearTimeout(timer)
+  }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] as number
+}
+
+function fmt(value: number | undefined): string {
+  return value === undefined ? '?' : Math.round(value).toLocaleString('en-US')
+}
+
+function pct(fraction: number): string {
+  return `${Math.round(fraction * 100)}%`
+}
+
+function loadAverage(): string {
+  return loadavg()
+    .map((load) => load.toFixed(2))
+    .join(' ')
+}
+
+function count(counts: Map<string, number>, what: string): void {
+  counts.set(what, (counts.get(what) ?? 0) + 1)
+}
+
+async function main(): Promise<void> {
+  const redis = await startRedis()
+  const redisOptions: RedisOptions = {
+    host: '127.0.0.1',
+    port: redis.port,
+    enableOfflineQueue: false,
+    lazyConnect: true,
+  }
+  const client = new Redis(redisOptions)
+  const contenders: Contender[] = []
+  const load = new LoadProcess()
+  const storeErrors = new Map<string, number>()
+  const redisStore = (prefix: string) =>
+    new RedisStore({
+      client,
+      prefix,
+      hooks: {
+        onStoreError: ({ error }) => count(storeErrors, `${prefix} ${error.code ?? error.message}`),
+        onBreakerChange: ({ to }) => count(storeErrors, `${prefix} breaker → ${to}`),
+      },
+    })
+  try {
+    await client.connect()
+    const redisVersion = /redis_version:(\S+)/.exec(await client.info('server'))?.[1] ?? '?'
+    contenders.push(
+      await echoServer('plain', 'plain ws echo'),
+      await echoServer('memory', 'tollbooth, MemoryStore', permissive),
+      await echoServer('redis', 'tollbooth, RedisStore leases', {
+        ...permissive,
+        store: redisStore('bench-ws-c:'),
+      }),
+      await echoServer('shared', 'tollbooth, RedisStore + identityMessages', {
+        ...permissive,
+        store: redisStore('bench-ws-d:'),
+        identityMessages: SHARED_BUDGET,
+        // A shortfall of tokens shows as drops in the table rather than as closed connections.
+        dropsBeforeClose: 1e9,
+      }),
+    )
+
+    console.log(
+      `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), redis-server ${redisVersion}, ` +
+        `load average before: ${loadAverage()}`,
+    )
+    console.log(
+      `${CLIENTS} clients × ${WINDOW} messages in flight, ${PAYLOAD_BYTES} B binary payloads, echo; ` +
+        `${WARMUP_MS / 1000} s warm-up + ${MEASURE_MS / 1000} s measured, ${ROUNDS} rounds (order reversed every ` +
+        'other round), medians shown; CPU is process CPU time over the measured phase (100% = one core)',
+    )
+    console.log(
+      `clients in a separate process (pid ${load.child.pid}); servers and their stores in this one (pid ${process.pid})`,
+    )
+    console.log(
+      `protected servers: messagesPerSecond 1e6, messageBurst 1e6, maxConnectionsPerIdentity 10000, ` +
+        `handshakesPerIp off, leaseMs ${LEASE_MS} (renewed every ${LEASE_MS / 3} ms), other options default`,
+    )
+    console.log(
+      '  redis:  connection leases and handshake budgets in Redis; the message limits are per connection, in ' +
+        'process: no message touches Redis',
+    )
+    console.log(
+      `  shared: as redis + identityMessages ${JSON.stringify(SHARED_BUDGET)} (batch: default, 100,000): one ` +
+        'budget for the identity 127.0.0.1 (all clients), drawn from Redis a batch at a time\n',
+    )
+
+    const job: Omit<LoadJob, 'url'> = {
+      clients: CLIENTS,
+      window: WINDOW,
+      payloadBytes: PAYLOAD_BYTES,
+      warmupMs: WARMUP_MS,
+      measureMs: MEASURE_MS,
+    }
+    const results = new Map<Contender, Measured[]>(contenders.map((c) => [c, []]))
+    for (let round = 1; round <= ROUNDS; round++) {
+      const order = round % 2 === 0 ? [...contenders].reverse() : contenders
+      for (const contender of order) {
+        const result = await load.run({ ...job, url: contender.url })
+        results.get(contender)?.push(result)
+        console.log(
+          `round ${round}  ${contender.name.padEnd(42)} ${fmt(result.perSecond).padStart(9)} msg/s` +
+            `   p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms` +
+            `   server ${result.serverMicrosPerEcho.toFixed(2)} µs CPU/echo, ` +
+            `CPU: server ${pct(result.serverCpu)} clients ${pct(result.clientCpu)}`,
+        )
+        // Let the closes and lease releases of this run settle before the next.
+        await sleep(100)
+      }
+    }
+
+    console.log()
+    console.log(
+      [
+        'server'.padEnd(42),
+        'echo msg/s'.padStart(11),
+        'min–max of rounds'.padStart(19),
+        'p50 ms'.padStart(7),
+        'p99 ms'.padStart(7),
+        'µs CPU/echo'.padStart(12),
+        'CPU srv/cli'.padStart(12),
+        'drops'.padStart(6),
+        'closed'.padStart(7),
+      ].join(' '),
+    )
+    const of = (contender: Contender) => results.get(contender) ?? []
+    for (const contender of contenders) {
+      const rounds = of(contender)
+      const rates = rounds.map((r) => r.perSecond).sort((a, b) => a - b)
+      const closed =
+        rounds.reduce((sum, r) => sum + r.unexpectedCloses, 0) + contender.counters.closedByServer
+      console.log(
+        [
+          contender.name.padEnd(42),
+          fmt(median(rates)).padStart(11),
+          `${fmt(rates[0])}–${fmt(rates.at(-1))}`.padStart(19),
+          median(rounds.map((r) => r.p50))
+            .toFixed(2)
+            .padStart(7),
+          median(rounds.map((r) => r.p99))
+            .toFixed(2)
+            .padStart(7),
+          median(rounds.map((r) => r.serverMicrosPerEcho))
+            .toFixed(2)
+            .padStart(12),
+          `${pct(median(rounds.map((r) => r.serverCpu)))}/${pct(median(rounds.map((r) => r.clientCpu)))}`.padStart(
+            12,
+          ),
+          String(contender.counters.drops).padStart(6),
+          String(closed).padStart(7),
+        ].join(' '),
+      )
+      const wrong = rounds.reduce((sum, r) => sum + r.wrongEchoes, 0)
+      if (wrong > 0) console.log(`  ${wrong} echoes of the wrong size`)
+    }
+
+    // Both processes run near one core each (see CPU srv/cli), so echo msg/s is bounded by both; the server's CPU
+    // time per echo is the steadier measure of what the protection costs.
+    // Verdicts on paired ratios: each round's rate over the plain server's rate in the same round, median over
+    // rounds (drift of the machine's load between rounds cancels out); the ratio of the medians is shown too.
+    console.log()
+    const plain = contenders.find((c) => c.key === 'plain') as Contender
+    const plainRounds = of(plain)
+    for (const contender of contenders) {
+      const target = TARGETS[contender.key]
+      if (target === undefined) continue
+      const rounds = of(contender)
+      const paired = median(rounds.map((r, i) => r.perSecond / (plainRounds[i]?.perSecond ?? Number.NaN)))
+      const ofMedians = median(rounds.map((r) => r.perSecond)) / median(plainRounds.map((r) => r.perSecond))
+      const cpu =
+        median(plainRounds.map((r) => r.serverMicrosPerEcho)) /
+        median(rounds.map((r) => r.serverMicrosPerEcho))
+      const verdict =
+        paired >= target.ratio
+          ? 'met'
+          : `NOT met (${(((target.ratio - paired) / target.ratio) * 100).toFixed(0)}% short)`
+      const cpuVerdict = cpu >= target.ratio ? 'met' : 'NOT met'
+      console.log(
+        `${contender.name.padEnd(42)} ${paired.toFixed(2)}× plain (paired; ratio of medians ${ofMedians.toFixed(2)}×)` +
+          `   target ≥ ${target.ratio.toFixed(2)}× (${target.label})   ${verdict}`,
+      )
+      console.log(
+        `${''.padEnd(42)} server CPU per echo, plain/this: ${cpu.toFixed(2)}× (what a CPU-bound server would get)` +
+          `   same target: ${cpuVerdict}`,
+      )
+    }
+    if (contenders.some((c) => c.counters.drops > 0)) {
+      console.log(
+        "\nA dropped message is never echoed, so each drop shrinks a client's window for the rest of the run: " +
+          'a row with drops measures less load and is not comparable.',
+      )
+    }
+    console.log(`\nload average after: ${loadAverage()}`)
+    if (storeErrors.size > 0)
+      console.log('RedisStore errors and breaker changes:', Object.fromEntries(storeErrors))
+  } finally {
+    await load.stop()
+    for (const contender of contenders) {
+      await contender.protection?.close()
+      for (const ws of contender.wss.clients) ws.terminate()
+      await new Promise((resolve) => contender.wss.close(resolve))
+    }
+    await client.quit().catch(() => client.disconnect())
+    await redis.stop()
+  }
+}
+
+if (process.argv.includes('--load')) await loadGenerator()
+else await main()
