@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { WebSocket, WebSocketServer } from 'ws'
-import { invalidOption } from '../core/errors.js'
+import { invalidArgument, invalidOption } from '../core/errors.js'
 import type { Lease } from '../core/limiters/concurrencyLimit.js'
 import { tokenBucket } from '../core/limiters/tokenBucket.js'
 import { CloseCodes, CloseReasons } from './closeCodes.js'
@@ -229,7 +229,7 @@ export function protectWebSocketServer(
     async rekey(ws, identity) {
       const connection = connections.get(ws)
       if (connection === undefined) {
-        throw invalidOption('rekey', 'socket', 'a socket admitted by this protection', 'another socket')
+        throw invalidArgument('rekey', 'socket', 'a socket admitted by this protection', 'another socket')
       }
       // Already counted under this identity: keep the slot it has.
       if (identity === connection.identity) return connection.lease
