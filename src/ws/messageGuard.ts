@@ -6,8 +6,16 @@ import type { ResolvedWebSocketOptions } from './options.js'
 
 /** One second, in µs: the window over which drops are counted. */
 const WINDOW_US = 1_000_000
-/** How long a connection closed for its traffic has to complete the close handshake before it is terminated. */
+/** How long a connection being closed has to complete the close handshake before it is terminated. */
 const CLOSE_GRACE_MS = 1000
+
+/**
+ * Terminates `socket` unless it completes its close handshake within CLOSE_GRACE_MS: a client that never answers
+ * the close frame would otherwise keep its slot for ws' closing timeout (30 s).
+ */
+export function terminateAfterGrace(socket: WebSocket): void {
+  setTimeout(() => socket.terminate(), CLOSE_GRACE_MS).unref()
+}
 
 /**
  * Limits what one connection may send, in-process (no store round trip per message): messages and pings spend from
@@ -87,8 +95,7 @@ export class MessageGuard {
     const abusive = this.received / seconds >= this.options.abuseFactor * this.options.messagesPerSecond
     if (abusive) this.socket.close(CloseCodes.POLICY_VIOLATION, CloseReasons.ABUSE)
     else this.socket.close(CloseCodes.TRY_AGAIN_LATER, CloseReasons.RATE_LIMITED)
-    // A client that does not answer the close frame would keep its slot for ws' closing timeout (30 s).
-    setTimeout(() => this.socket.terminate(), CLOSE_GRACE_MS).unref()
+    terminateAfterGrace(this.socket)
   }
 
   private admitOperation(data: unknown): boolean {

@@ -5,7 +5,7 @@ import { invalidArgument, invalidOption } from '../core/errors.js'
 import type { Lease } from '../core/limiters/concurrencyLimit.js'
 import { tokenBucket } from '../core/limiters/tokenBucket.js'
 import { CloseCodes, CloseReasons } from './closeCodes.js'
-import { MessageGuard } from './messageGuard.js'
+import { MessageGuard, terminateAfterGrace } from './messageGuard.js'
 import { MessageQueue } from './messageQueue.js'
 import {
   type ProtectWebSocketOptions,
@@ -131,9 +131,10 @@ export function protectWebSocketServer(
     }
     connections.set(ws, connection)
     guardTraffic(ws, connection)
-    // ws reports an oversized message (now likelier: maxPayload may have been lowered) as an 'error' on the socket,
-    // and closes it with 1009. Without a listener that 'error' would throw and end the process.
-    ws.on('error', () => undefined)
+    // ws reports a protocol error or an oversized message (now likelier: maxPayload may have been lowered) as an
+    // 'error' on the socket and closes it (1002, 1007, 1008, 1009). Without a listener that 'error' would throw and
+    // end the process; and the client gets the same short grace to finish closing as for our own closes.
+    ws.on('error', () => terminateAfterGrace(ws))
     ws.on('pong', () => {
       connection.alive = true
     })
