@@ -24,6 +24,7 @@ import {
   slidingWindow,
   tokenBucket,
 } from '../../src/index.js'
+import { runScript, send } from './childScript.js'
 
 export type WorkerAlgorithm = 'tokenBucket' | 'fixedWindow' | 'slidingWindow' | 'leakyBucket' | 'concurrency'
 
@@ -106,12 +107,6 @@ function bound(limiter: { consume(key: string): Promise<Decision> }, key: string
   return () => limiter.consume(key)
 }
 
-function send(message: unknown): Promise<void> {
-  return new Promise((resolve, reject) => {
-    process.stdout.write(`${JSON.stringify(message)}\n`, (error) => (error ? reject(error) : resolve()))
-  })
-}
-
 /** Resolves on the first stdin line equal to `go`; rejects if stdin ends before. */
 function waitForGo(): Promise<void> {
   const lines = createInterface({ input: process.stdin })
@@ -173,9 +168,4 @@ async function main(): Promise<void> {
   process.exit(0)
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(
-    `worker ${process.pid}: ${error instanceof Error ? (error.stack ?? error.message) : error}\n`,
-  )
-  process.exit(1)
-})
+runScript('worker', main)

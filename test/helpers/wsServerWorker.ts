@@ -22,6 +22,7 @@ import { MemoryStore } from '../../src/core/stores/memoryStore.js'
 import { RedisStore } from '../../src/core/stores/redisStore.js'
 import type { Store } from '../../src/core/stores/store.js'
 import { type ProtectWebSocketOptions, protectWebSocketServer } from '../../src/ws/index.js'
+import { runScript, send } from './childScript.js'
 
 export interface WsWorkerJob {
   /** Redis URL for a RedisStore; without it the server uses a MemoryStore. */
@@ -53,12 +54,6 @@ function readJob(): WsWorkerJob {
   const raw = process.env.TOLLBOOTH_WS_WORKER_JOB
   if (raw === undefined) throw new Error('no job in TOLLBOOTH_WS_WORKER_JOB')
   return JSON.parse(raw) as WsWorkerJob
-}
-
-function send(message: unknown): Promise<void> {
-  return new Promise((resolve, reject) => {
-    process.stdout.write(`${JSON.stringify(message)}\n`, (error) => (error ? reject(error) : resolve()))
-  })
 }
 
 async function main(): Promise<void> {
@@ -147,9 +142,4 @@ async function main(): Promise<void> {
   await send({ ready: true, port: address.port })
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(
-    `ws worker ${process.pid}: ${error instanceof Error ? (error.stack ?? error.message) : error}\n`,
-  )
-  process.exit(1)
-})
+runScript('ws worker', main)

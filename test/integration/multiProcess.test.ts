@@ -1,81 +1,18 @@
-import { type ChildProcess, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { createRequire } from 'node:module'
-import { createInterface } from 'node:readline'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, inject, it } from 'vitest'
 import { concurrencyLimit } from '../../src/core/limiters/concurrencyLimit.js'
 import { RedisStore } from '../../src/core/stores/redisStore.js'
+import { JsonLinesProcess } from '../helpers/childProcess.js'
 import { createClusterClient, createRedisClient, whenReady } from '../helpers/stores.js'
 import type { WorkerAlgorithm, WorkerJob, WorkerResult } from '../helpers/worker.js'
 
 const WORKER = fileURLToPath(new URL('../helpers/worker.ts', import.meta.url))
-const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
-// The project's own tsx, loaded into a plain `node`: the tsx CLI would run the worker in a grandchild process, which
-// a SIGKILL of the spawned pid would not reach.
-const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
-const MESSAGE_TIMEOUT_MS = 15_000
 
 /** A worker process (test/helpers/worker.ts) and the JSON lines it prints. */
-class Worker {
-  readonly child: ChildProcess
-  stderr = ''
-  private readonly lines: unknown[] = []
-  private waiter: (() => void) | undefined
-  private readonly exited: Promise<void>
-
+class Worker extends JsonLinesProcess {
   constructor(job: WorkerJob) {
-    this.child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, TOLLBOOTH_WORKER_JOB: JSON.stringify(job) },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    })
-    this.child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-      this.stderr += chunk
-    })
-    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      try {
-        this.lines.push(JSON.parse(line))
-      } catch {
-        this.stderr += `(unparsable stdout line) ${line}\n`
-      }
-      this.waiter?.()
-    })
-    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()))
-    void this.exited.then(() => this.waiter?.())
-  }
-
-  get alive(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null
-  }
-
-  /** Whether the worker ended in a way we did not cause (a non-zero exit code). */
-  get failed(): boolean {
-    return this.child.exitCode !== null && this.child.exitCode !== 0
-  }
-
-  describe(): string {
-    const { pid, exitCode, signalCode } = this.child
-    return `worker ${pid} (exit code ${exitCode}, signal ${signalCode}), stderr:\n${this.stderr || '(empty)'}`
-  }
-
-  /** The next JSON line; fails with the worker's stderr if it exits first or stays silent too long. */
-  async next<T>(): Promise<T> {
-    const deadline = Date.now() + MESSAGE_TIMEOUT_MS
-    while (this.lines.length === 0) {
-      if (!this.alive) throw new Error(`exited before answering: ${this.describe()}`)
-      const left = deadline - Date.now()
-      if (left <= 0) throw new Error(`no answer within ${MESSAGE_TIMEOUT_MS} ms: ${this.describe()}`)
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left)
-        this.waiter = () => {
-          clearTimeout(timer)
-          resolve()
-        }
-      })
-      this.waiter = undefined
-    }
-    return this.lines.shift() as T
+    super({ script: WORKER, jobVariable: 'TOLLBOOTH_WORKER_JOB', job, label: 'worker' })
   }
 
   async ready(): Promise<void> {
@@ -84,11 +21,6 @@ class Worker {
 
   go(): void {
     this.child.stdin?.write('go\n')
-  }
-
-  async kill(): Promise<void> {
-    if (this.alive) this.child.kill('SIGKILL')
-    await this.exited
   }
 }
 

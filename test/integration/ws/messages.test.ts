@@ -6,9 +6,8 @@
  * Every server listens on 127.0.0.1 port 0 and every client is a real one: a `ws` WebSocket, a graphql-ws client,
  * or, where a client must stop reading, a raw TCP socket that does the handshake and writes masked frames itself.
  */
-import { randomBytes } from 'node:crypto'
 import { createRequire } from 'node:module'
-import { connect as netConnect, type Socket } from 'node:net'
+import type { Socket } from 'node:net'
 import { setTimeout as sleep, setImmediate as tick } from 'node:timers/promises'
 import { type Client, createClient } from 'graphql-ws'
 import { useServer } from 'graphql-ws/use/ws'
@@ -19,6 +18,7 @@ import {
   protectWebSocketServer,
   type WebSocketProtection,
 } from '../../../src/ws/index.js'
+import { clientFrame, type RawWebSocket, rawWebSocket, serverFrames } from '../../helpers/rawWebSocket.js'
 
 const HOST = '127.0.0.1'
 const KiB = 1024
@@ -138,91 +138,15 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 /**
- * A raw TCP WebSocket client: does the handshake, then stops reading (paused, so the kernel buffers fill and TCP
- * flow control holds the server back, as with a peer that never reads), and writes whatever frames it is given.
+ * A raw TCP WebSocket client (test/helpers/rawWebSocket.ts): does the handshake, then stops reading (paused, so the
+ * kernel buffers fill and TCP flow control holds the server back, as with a peer that never reads), and writes
+ * whatever frames it is given. Destroyed after the test.
  */
-interface RawClient {
-  readonly socket: Socket
-  /** Resolves when the TCP connection is gone (the server ended or reset it). */
-  readonly gone: Promise<void>
-}
-
-/** Connects and writes an upgrade request, without waiting for the answer. */
-async function rawUpgrade(port: number): Promise<RawClient> {
-  const socket = netConnect(port, HOST)
-  socket.on('error', () => {}) // EPIPE / ECONNRESET once the server ends the connection: expected
-  const gone = new Promise<void>((resolve) => socket.once('close', () => resolve()))
-  cleanups.push(() => socket.destroy())
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', resolve)
-    socket.once('error', reject)
-  })
-  const key = randomBytes(16).toString('base64')
-  socket.write(
-    [
-      'GET / HTTP/1.1',
-      `Host: ${HOST}:${port}`,
-      'Upgrade: websocket',
-      'Connection: Upgrade',
-      `Sec-WebSocket-Key: ${key}`,
-      'Sec-WebSocket-Version: 13',
-      '',
-      '',
-    ].join('\r\n'),
-  )
-  return { socket, gone }
-}
-
-async function rawClient(port: number): Promise<RawClient> {
-  const client = await rawUpgrade(port)
-  const { socket } = client
-  await new Promise<void>((resolve, reject) => {
-    let head = ''
-    const onData = (chunk: Buffer) => {
-      head += chunk.toString('latin1')
-      if (!head.includes('\r\n\r\n')) return
-      socket.off('data', onData)
-      socket.pause() // from here on, nothing is read
-      if (head.startsWith('HTTP/1.1 101')) resolve()
-      else reject(new Error(`handshake refused: ${head.split('\r\n')[0]}`))
-    }
-    socket.on('data', onData)
-  })
+async function rawClient(port: number): Promise<RawWebSocket> {
+  const client = await rawWebSocket(port, HOST)
+  cleanups.push(() => client.socket.destroy())
+  client.socket.pause() // from here on, nothing is read
   return client
-}
-
-/** A client-to-server frame (masked, as RFC 6455 requires of clients), payload at most 125 bytes. */
-function maskedFrame(opcode: number, payload: Buffer): Buffer {
-  if (payload.length > 125) throw new Error('maskedFrame: payload over 125 bytes')
-  const mask = randomBytes(4)
-  const frame = Buffer.alloc(6 + payload.length)
-  frame[0] = 0x80 | opcode // FIN + opcode
-  frame[1] = 0x80 | payload.length // MASK + length
-  mask.copy(frame, 2)
-  for (let i = 0; i < payload.length; i++) frame[6 + i] = (payload[i] as number) ^ (mask[i % 4] as number)
-  return frame
-}
-
-/** Splits what a server sent (unmasked frames) into frames. */
-function serverFrames(data: Buffer): { opcode: number; payload: Buffer }[] {
-  const frames: { opcode: number; payload: Buffer }[] = []
-  let at = 0
-  while (at + 2 <= data.length) {
-    const opcode = (data[at] as number) & 0x0f
-    let length = (data[at + 1] as number) & 0x7f
-    let start = at + 2
-    if (length === 126) {
-      length = data.readUInt16BE(start)
-      start += 2
-    } else if (length === 127) {
-      length = Number(data.readBigUInt64BE(start))
-      start += 8
-    }
-    if (start + length > data.length) break
-    frames.push({ opcode, payload: data.subarray(start, start + length) })
-    at = start + length
-  }
-  return frames
 }
 
 const PING_PAYLOAD = 125 // the largest control frame payload
@@ -233,8 +157,8 @@ const PONG_FRAME_BYTES = 2 + PING_PAYLOAD // a server frame is not masked
  * our own process), until the server ends the connection or `maxBytes` or `maxMs` is reached. Yields to the event
  * loop between writes: the server under test runs in this same process.
  */
-async function pingFlood(client: RawClient, maxBytes: number, maxMs: number): Promise<number> {
-  const ping = maskedFrame(0x9, Buffer.alloc(PING_PAYLOAD, 0x70))
+async function pingFlood(client: RawWebSocket, maxBytes: number, maxMs: number): Promise<number> {
+  const ping = clientFrame({ opcode: 0x9, payload: Buffer.alloc(PING_PAYLOAD, 0x70) })
   const chunk = Buffer.concat(Array.from({ length: 512 }, () => ping))
   const { socket } = client
   const deadline = performance.now() + maxMs
@@ -532,7 +456,7 @@ describe('clients that do not read (maxBufferedBytes)', () => {
 
     // 200 pings in one write, then nothing: the server reads them all, so its later end is a FIN, not a reset,
     // and what it sent stays readable.
-    const ping = maskedFrame(0x9, Buffer.alloc(PING_PAYLOAD, 0x70))
+    const ping = clientFrame({ opcode: 0x9, payload: Buffer.alloc(PING_PAYLOAD, 0x70) })
     const startedAt = performance.now()
     client.socket.write(Buffer.concat(Array.from({ length: 200 }, () => ping)))
     await waitFor('the 50 pings of the burst at the app', () => pings.length >= 50)

@@ -4,15 +4,12 @@
  * that is paused), and child processes (test/helpers/wsServerWorker.ts) for several servers sharing Redis and for a
  * server that dies with SIGKILL. Nothing is mocked.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import http, { type IncomingHttpHeaders } from 'node:http'
-import { createRequire } from 'node:module'
 import net, { type AddressInfo } from 'node:net'
-import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
@@ -28,6 +25,7 @@ import {
   protectWebSocketServer,
   type WebSocketProtection,
 } from '../../../src/ws/index.js'
+import { JsonLinesProcess } from '../../helpers/childProcess.js'
 import { type RedisProcess, startRedis } from '../../helpers/redisServer.js'
 import { createRedisClient, limiterClientOptions, whenReady } from '../../helpers/stores.js'
 import type { WsWorkerJob, WsWorkerStats } from '../../helpers/wsServerWorker.js'
@@ -41,11 +39,6 @@ const CONNECTIONS_LIMITER = 'ws-connections'
 const CONNECT_TIMEOUT_MS = 5_000
 
 const WORKER = fileURLToPath(new URL('../../helpers/wsServerWorker.ts', import.meta.url))
-const REPO_ROOT = fileURLToPath(new URL('../../..', import.meta.url))
-// The project's own tsx loaded into a plain `node` (see multiProcess.test.ts): the tsx CLI would run the server in a
-// grandchild process, out of reach of a SIGKILL of the spawned pid.
-const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
-const WORKER_MESSAGE_TIMEOUT_MS = 15_000
 
 const noop = () => {}
 
@@ -302,61 +295,12 @@ function expectConnectionCap429(
 // Child-process servers (test/helpers/wsServerWorker.ts)
 // ---------------------------------------------------------------------------------------------------------------
 
-class ServerProcess {
-  readonly child: ChildProcess
-  stderr = ''
-  private readonly lines: unknown[] = []
-  private waiter: (() => void) | undefined
-  private readonly exited: Promise<void>
-
+/** A ws server process (test/helpers/wsServerWorker.ts), killed after the test. */
+class ServerProcess extends JsonLinesProcess {
   constructor(job: WsWorkerJob) {
-    this.child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, TOLLBOOTH_WS_WORKER_JOB: JSON.stringify(job) },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    })
-    this.child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-      this.stderr += chunk
-    })
+    super({ script: WORKER, jobVariable: 'TOLLBOOTH_WS_WORKER_JOB', job, label: 'ws server process' })
     this.child.stdin?.on('error', noop)
-    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      try {
-        this.lines.push(JSON.parse(line))
-      } catch {
-        this.stderr += `(unparsable stdout line) ${line}\n`
-      }
-      this.waiter?.()
-    })
-    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()))
-    void this.exited.then(() => this.waiter?.())
     cleanups.push(() => this.kill())
-  }
-
-  get alive(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null
-  }
-
-  describe(): string {
-    const { pid, exitCode, signalCode } = this.child
-    return `ws server process ${pid} (exit code ${exitCode}, signal ${signalCode}), stderr:\n${this.stderr || '(empty)'}`
-  }
-
-  private async next<T>(): Promise<T> {
-    const deadline = Date.now() + WORKER_MESSAGE_TIMEOUT_MS
-    while (this.lines.length === 0) {
-      if (!this.alive) throw new Error(`exited before answering: ${this.describe()}`)
-      const left = deadline - Date.now()
-      if (left <= 0) throw new Error(`no answer within ${WORKER_MESSAGE_TIMEOUT_MS} ms: ${this.describe()}`)
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left)
-        this.waiter = () => {
-          clearTimeout(timer)
-          resolve()
-        }
-      })
-      this.waiter = undefined
-    }
-    return this.lines.shift() as T
   }
 
   /** Waits for the server to listen; resolves its ws URL. */
@@ -370,11 +314,6 @@ class ServerProcess {
     if (!this.alive) throw new Error(`not running: ${this.describe()}`)
     this.child.stdin?.write('stats\n')
     return this.next<WsWorkerStats>()
-  }
-
-  async kill(): Promise<void> {
-    if (this.alive) this.child.kill('SIGKILL')
-    await this.exited
   }
 }
 
