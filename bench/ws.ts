@@ -47,8 +47,8 @@ const ROUNDS = 5
 const LEASE_MS = 3_000
 /**
  * identityMessages: a budget never reached (refillPerSecond is at its maximum, 1e6), with the default batch
- * (refillPerSecond / 10 = 100,000 tokens a draw). A much smaller batch drops messages although the budget is far
- * from spent: a draw is asynchronous, and a saturated event loop spends the half batch left before its answer.
+ * (refillPerSecond / 10 = 100,000 tokens a draw). A smaller batch draws more often, and messages that find the
+ * local tokens spent wait for the draw in flight.
  */
 const SHARED_BUDGET = { capacity: 1e9, refillPerSecond: 1e6 }
 
