@@ -51,8 +51,7 @@ export class MemoryStore implements Store {
       options.sweepIntervalMs ?? 10_000,
     )
     this.clock = options.clock ?? nowMicros
-    this.sweeper = setInterval(() => this.sweep(), sweepIntervalMs)
-    this.sweeper.unref()
+    this.sweeper = startSweeper(this, sweepIntervalMs)
   }
 
   run(request: StoreRequest): Promise<Reply> {
@@ -110,7 +109,10 @@ export class MemoryStore implements Store {
     return result
   }
 
-  /** Stops the sweeper. The store still answers afterwards; call it when throwing the store away early. */
+  /**
+   * Stops the sweeper. The store still answers afterwards. Optional: a store that is no longer referenced is
+   * garbage-collected and its sweeper stops by itself.
+   */
   close(): void {
     clearInterval(this.sweeper)
   }
@@ -153,7 +155,8 @@ export class MemoryStore implements Store {
     }
   }
 
-  private sweep(): void {
+  /** @internal Drops expired keys; run by the sweeper. */
+  sweep(): void {
     const now = this.clock()
     for (const entries of this.limiters.values()) {
       for (const [key, entry] of entries) {
@@ -190,4 +193,19 @@ export class MemoryStore implements Store {
       return
     }
   }
+}
+
+/**
+ * The sweeper holds the store only weakly: a timer holding it strongly would keep every store ever created alive
+ * (limiters made per request or per plan, each with its own default store, would leak).
+ */
+function startSweeper(store: MemoryStore, intervalMs: number): NodeJS.Timeout {
+  const ref = new WeakRef(store)
+  const timer = setInterval(() => {
+    const alive = ref.deref()
+    if (alive === undefined) clearInterval(timer)
+    else alive.sweep()
+  }, intervalMs)
+  timer.unref()
+  return timer
 }

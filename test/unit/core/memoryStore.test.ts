@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import { tokenBucket } from '../../../src/index.js'
@@ -29,5 +31,25 @@ describe('MemoryStore', () => {
     await new Promise((resolve) => setTimeout(resolve, 30))
     expect(store.size).toBe(0)
     store.close()
+  })
+})
+
+describe('MemoryStore lifetime', () => {
+  it('a store no longer referenced is garbage-collected although its sweeper was never stopped', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    // A limiter per request with its own default store: the pattern that must not leak.
+    const useOnce = async () => {
+      const limiter = tokenBucket({ name: 'per-request', capacity: 5, refillPerSecond: 1 })
+      await limiter.consume('k')
+      return new WeakRef(limiter.store as MemoryStore)
+    }
+    const refs: WeakRef<MemoryStore>[] = []
+    for (let i = 0; i < 20; i++) refs.push(await useOnce())
+    for (let i = 0; i < 5 && refs.some((ref) => ref.deref() !== undefined); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10))
+      gc()
+    }
+    expect(refs.filter((ref) => ref.deref() !== undefined)).toHaveLength(0)
   })
 })
