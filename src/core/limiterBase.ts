@@ -14,7 +14,7 @@ import { oneOf, positiveInteger } from './validate.js'
 
 /** Options every limiter takes. */
 export interface LimiterOptions {
-  /** Unique among limiters sharing a store; part of every key. No `{`, `}` or NUL, at most 128 characters. */
+  /** Unique among limiters sharing a store; part of every key. No `{` or `}`, at most 128 characters. */
   name: string
   /** Where state lives. @default a new MemoryStore */
   store?: Store
@@ -41,14 +41,9 @@ export function resolveLimiterOptions(owner: string, options: LimiterOptions): R
   if (options === null || typeof options !== 'object')
     throw invalidOption(owner, 'options', 'an object', options)
   const { name, store } = options
-  if (
-    typeof name !== 'string' ||
-    name.length === 0 ||
-    name.length > 128 ||
-    /[{}]/.test(name) ||
-    name.includes('\0')
-  ) {
-    throw invalidOption(owner, 'name', 'a string of 1 to 128 characters without "{", "}" or NUL', name)
+  // Braces would break the Redis Cluster hash tag that follows the name in every key.
+  if (typeof name !== 'string' || name.length === 0 || name.length > 128 || /[{}]/.test(name)) {
+    throw invalidOption(owner, 'name', 'a string of 1 to 128 characters without "{" or "}"', name)
   }
   if (store !== undefined && (typeof store !== 'object' || typeof store.run !== 'function')) {
     throw invalidOption(owner, 'store', 'a MemoryStore, a RedisStore or another Store', store)

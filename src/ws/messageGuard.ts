@@ -30,15 +30,15 @@ export class MessageGuard {
   private dropped = 0
   private closing = false
   private readonly subscriptions = new Set<string>()
-  private readonly emission: number
-  private readonly burst: number
+  /** The GCRA step's args, `[emission, burst, cost of one message]` in µs: fixed per connection. */
+  private readonly rateArgs: readonly number[]
 
   constructor(
     private readonly socket: WebSocket,
     private readonly options: ResolvedWebSocketOptions,
   ) {
-    this.emission = Math.max(1, Math.round(1_000_000 / options.messagesPerSecond))
-    this.burst = options.messageBurst * this.emission
+    const emission = Math.max(1, Math.round(1_000_000 / options.messagesPerSecond))
+    this.rateArgs = [emission, options.messageBurst * emission, emission]
   }
 
   /** Spends from the connection's own bucket for an incoming message or ping; false: drop it. */
@@ -51,7 +51,7 @@ export class MessageGuard {
       this.dropped = 0
     }
     this.received++
-    const step = gcraStep(this.tat, now, 'consume', [this.emission, this.burst, this.emission])
+    const step = gcraStep(this.tat, now, 'consume', this.rateArgs)
     if (step.reply[0] === 0) {
       this.drop(step.reply[3])
       return false
