@@ -20,6 +20,8 @@ export interface RateAlgorithm {
   readonly step: AlgorithmName
   readonly limit: number
   readonly windowSeconds: number
+  /** Units that come back per second (refill or drain rate; a window's limit over its length). */
+  readonly restorePerSecond: number
   /** Store arguments for a consume or refund of `amount` (and a peek, with amount 1). */
   args(amount: number): readonly number[]
 }
@@ -33,6 +35,8 @@ export class RateLimiter extends LimiterBase {
   readonly limit: number
   /** Quota and window, for `rateLimitHeaders(decision, limiter.policy)`. */
   readonly policy: Readonly<RateLimitPolicy>
+  /** Units that come back per second: the refill rate of a bucket, `limit / window` for windows. */
+  readonly restorePerSecond: number
   private readonly rate: RateAlgorithm
   private readonly denyCache: DenyCache | undefined
 
@@ -41,6 +45,7 @@ export class RateLimiter extends LimiterBase {
     this.rate = rate
     this.algorithm = rate.algorithm
     this.limit = rate.limit
+    this.restorePerSecond = rate.restorePerSecond
     this.policy = Object.freeze({ name: options.name, quota: rate.limit, windowSeconds: rate.windowSeconds })
     this.denyCache = createDenyCache(rate.algorithm, options.store.kind, options.denyCache)
   }

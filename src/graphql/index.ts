@@ -1,5 +1,33 @@
 /**
- * tollbooth/graphql — the Yoga/Envelop plugin. Not built yet (see the GraphQL issue); this entry point exists so the
- * package's `exports` map is stable. The core it will use is re-exported for convenience.
+ * tollbooth/graphql — the Yoga/Envelop plugin that prices every operation and charges it to the caller's budget,
+ * and its pieces: the cost analyzer, the guard rules, the cost-directive SDL.
  */
-export { tokenBucket } from '../core/limiters/tokenBucket.js'
+import { readFileSync } from 'node:fs'
+
+export {
+  type CostAnalysisOptions,
+  CostAnalyzer,
+  type OperationInput,
+  TooLargeToPriceError,
+} from './cost/costAnalyzer.js'
+export type { CostConfig, CostMap, ListSizeConfig } from './cost/costModel.js'
+export type {
+  FieldLimitConfig,
+  GraphQLContext,
+  GuardLimits,
+  OperationEvent,
+  SubscriptionOptions,
+  TollboothGraphQLOptions,
+} from './options.js'
+export { type RefusalCode, RefusalCodes } from './refusal.js'
+export { maxAliasesRule } from './rules/maxAliases.js'
+export { maxDepthRule } from './rules/maxDepth.js'
+export { maxDirectivesRule } from './rules/maxDirectives.js'
+export { maxRootFieldsRule } from './rules/maxRootFields.js'
+export { type CostExtension, useTollbooth } from './useTollbooth.js'
+
+/** SDL of `@cost`, `@listSize` and `@rateLimit`, to add to your type definitions (kept in `schema/`). */
+export const costDirectivesTypeDefs: string = readFileSync(
+  new URL('../../schema/cost-directives.graphql', import.meta.url),
+  'utf8',
+)

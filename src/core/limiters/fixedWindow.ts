@@ -33,6 +33,7 @@ export function windowLimiter(
       step: algorithm,
       limit,
       windowSeconds: Math.ceil(windowMs / 1000),
+      restorePerSecond: limit / (windowMs / 1000),
       args: (amount) => [windowUs, limit, amount],
     },
   )

@@ -43,6 +43,7 @@ export function leakyBucket(options: LeakyBucketOptions): LeakyBucketLimiter {
       step: 'gcra',
       limit: maxQueue,
       windowSeconds: Math.ceil((maxQueue + 1) / ratePerSecond),
+      restorePerSecond: ratePerSecond,
       // The request in service plus `maxQueue` waiting: GCRA with a burst of maxQueue + 1 emissions.
       args: (amount) => [emission, (maxQueue + 1) * emission, Math.ceil(amount * emission)],
     },

@@ -27,6 +27,7 @@ export function tokenBucket(options: TokenBucketOptions): RateLimiter {
       step: 'gcra',
       limit: capacity,
       windowSeconds: Math.ceil(capacity / refillPerSecond),
+      restorePerSecond: refillPerSecond,
       args: (amount) => [emission, capacity * emission, Math.ceil(amount * emission)],
     },
   )

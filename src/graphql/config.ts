@@ -1,0 +1,152 @@
+import { invalidOption } from '../core/errors.js'
+import type { RateLimiter } from '../core/rateLimiter.js'
+import { MemoryStore } from '../core/stores/memoryStore.js'
+import type { Store } from '../core/stores/store.js'
+import { nonNegativeInteger, oneOf, positiveInteger } from '../core/validate.js'
+import { type ClientIpResolver, createClientIpResolver } from '../identity/clientIp.js'
+import { ipIdentity } from './identity.js'
+import type { GraphQLContext, OperationEvent, TollboothGraphQLOptions } from './options.js'
+
+const OWNER = 'useTollbooth'
+
+/** The options with every default applied and every value checked, built once by `useTollbooth`. */
+export interface ResolvedConfig {
+  readonly limiter: (context: GraphQLContext) => RateLimiter | Promise<RateLimiter>
+  readonly identify: (context: GraphQLContext) => string | Promise<string>
+  readonly resolveIp: ClientIpResolver
+  readonly maxCost: number
+  readonly exposeLimits: boolean
+  readonly costExtension: boolean
+  readonly headers: boolean
+  readonly dryRun: boolean
+  readonly store: Store
+  readonly name: string
+  readonly maxCharacters: number | undefined
+  readonly maxTokens: number | undefined
+  readonly maxDepth: number | undefined
+  readonly maxIntrospectionDepth: number
+  readonly maxAliases: number | undefined
+  readonly maxDirectives: number | undefined
+  readonly maxRootFields: number | undefined
+  readonly maxBatchSize: number
+  readonly costPerEvent: number
+  readonly maxSubscriptionsPerIdentity: number | undefined
+  readonly subscriptionLeaseMs: number
+  readonly onOperation: ((event: OperationEvent) => void) | undefined
+}
+
+export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig {
+  if (options === null || typeof options !== 'object')
+    throw invalidOption(OWNER, 'options', 'an object', options)
+  const limits = options.limits ?? {}
+  if (typeof limits !== 'object' || limits === null) throw invalidOption(OWNER, 'limits', 'an object', limits)
+  const subscriptions = options.subscriptions ?? {}
+  if (typeof subscriptions !== 'object' || subscriptions === null) {
+    throw invalidOption(OWNER, 'subscriptions', 'an object', subscriptions)
+  }
+  const resolveIp = createClientIpResolver({ trustProxy: options.trustProxy ?? false })
+  return Object.freeze({
+    limiter: limiterOption(options.limiter),
+    identify: functionOption('identify', options.identify) ?? ipIdentity(resolveIp),
+    resolveIp,
+    maxCost: positiveInteger(OWNER, 'maxCost', options.maxCost ?? 5000),
+    exposeLimits: booleanOption('exposeLimits', options.exposeLimits, true),
+    costExtension: booleanOption('costExtension', options.costExtension, true),
+    headers: booleanOption('headers', options.headers, true),
+    dryRun: oneOf(OWNER, 'mode', options.mode ?? 'enforce', ['enforce', 'dry-run']) === 'dry-run',
+    store: storeOption(options.store),
+    name: nameOption(options.name),
+    maxCharacters: optionalLimit('limits.maxCharacters', limits.maxCharacters, 100_000),
+    maxTokens: optionalLimit('limits.maxTokens', limits.maxTokens, 5000),
+    maxDepth: optionalLimit('limits.maxDepth', limits.maxDepth, 15),
+    maxIntrospectionDepth: positiveInteger(
+      OWNER,
+      'limits.maxIntrospectionDepth',
+      limits.maxIntrospectionDepth ?? 15,
+    ),
+    maxAliases: optionalLimit('limits.maxAliases', limits.maxAliases, 30),
+    maxDirectives: optionalLimit('limits.maxDirectives', limits.maxDirectives, 50),
+    maxRootFields: optionalLimit('limits.maxRootFields', limits.maxRootFields, 20),
+    maxBatchSize: positiveInteger(OWNER, 'limits.maxBatchSize', limits.maxBatchSize ?? 10),
+    costPerEvent: nonNegativeInteger(OWNER, 'subscriptions.costPerEvent', subscriptions.costPerEvent ?? 0),
+    maxSubscriptionsPerIdentity:
+      subscriptions.maxPerIdentity === undefined
+        ? undefined
+        : positiveInteger(OWNER, 'subscriptions.maxPerIdentity', subscriptions.maxPerIdentity),
+    subscriptionLeaseMs: positiveInteger(OWNER, 'subscriptions.leaseMs', subscriptions.leaseMs ?? 60_000),
+    onOperation: functionOption('onOperation', options.onOperation),
+  })
+}
+
+function limiterOption(limiter: TollboothGraphQLOptions['limiter']): ResolvedConfig['limiter'] {
+  if (isRateLimiter(limiter)) return () => limiter
+  if (typeof limiter === 'function') {
+    return async (context) => {
+      const chosen = await limiter(context)
+      if (!isRateLimiter(chosen)) {
+        throw invalidOption(
+          OWNER,
+          'limiter',
+          'a function returning a tokenBucket (or another RateLimiter)',
+          chosen,
+        )
+      }
+      return chosen
+    }
+  }
+  throw invalidOption(
+    OWNER,
+    'limiter',
+    'a tokenBucket (or another RateLimiter), or a function returning one',
+    limiter,
+  )
+}
+
+/** Duck-typed so two copies of tollbooth in one tree still work together. */
+function isRateLimiter(value: unknown): value is RateLimiter {
+  const candidate = value as Partial<RateLimiter> | null
+  return (
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.consume === 'function' &&
+    typeof candidate.refund === 'function' &&
+    typeof candidate.policy === 'object'
+  )
+}
+
+function functionOption<T>(option: string, value: T | undefined): T | undefined {
+  if (value !== undefined && typeof value !== 'function')
+    throw invalidOption(OWNER, option, 'a function', value)
+  return value
+}
+
+function booleanOption(option: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback
+  if (typeof value !== 'boolean') throw invalidOption(OWNER, option, 'a boolean', value)
+  return value
+}
+
+function optionalLimit(
+  option: string,
+  value: number | false | undefined,
+  fallback: number,
+): number | undefined {
+  if (value === false) return undefined
+  return positiveInteger(OWNER, option, value ?? fallback)
+}
+
+function storeOption(store: Store | undefined): Store {
+  if (store === undefined) return new MemoryStore()
+  if (typeof store !== 'object' || store === null || typeof store.run !== 'function') {
+    throw invalidOption(OWNER, 'store', 'a MemoryStore, a RedisStore or another Store', store)
+  }
+  return store
+}
+
+function nameOption(name: unknown): string {
+  if (name === undefined) return 'gql'
+  if (typeof name !== 'string' || name.length === 0 || name.length > 64 || /[{}:]/.test(name)) {
+    throw invalidOption(OWNER, 'name', 'a string of 1 to 64 characters without "{", "}" or ":"', name)
+  }
+  return name
+}

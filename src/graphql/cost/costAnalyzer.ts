@@ -1,0 +1,213 @@
+import {
+  type DocumentNode,
+  GraphQLError,
+  type GraphQLSchema,
+  getVariableValues,
+  Kind,
+  type OperationDefinitionNode,
+} from 'graphql'
+import { getComplexity } from 'graphql-query-complexity'
+import { invalidOption } from '../../core/errors.js'
+import { nonNegativeInteger, positiveInteger } from '../../core/validate.js'
+import { actualCost } from './actualCost.js'
+import { type CostMap, CostModel } from './costModel.js'
+import { type DocumentPlan, planDocument } from './documentPlan.js'
+import { type CostSettings, costEstimator, type EstimateRun } from './estimator.js'
+
+export interface CostAnalysisOptions {
+  /** Weights and list sizes by schema coordinate, for schemas you cannot annotate with `@cost`/`@listSize`. */
+  costs?: CostMap
+  /** Size of a list with no slicing argument given and no `assumedSize`. @default 10 */
+  defaultListSize?: number
+  /** Added for each root mutation field. @default 10 */
+  mutationCost?: number
+  /** Flat price of a `__schema` or `__type` field (introspection reads no data). @default 1 */
+  introspectionCost?: number
+  /**
+   * Most fields the estimate visits, counting a fragment again at every spread. Above it the operation is not
+   * priced but refused (fragment explosion). graphql-query-complexity's `maxQueryNodes`. @default 10000
+   */
+  maxFieldVisits?: number
+}
+
+/** An operation, as the executor sees it. `variables` are the raw values the client sent. */
+export interface OperationInput {
+  schema: GraphQLSchema
+  document: DocumentNode
+  operationName?: string | null | undefined
+  variables?: Readonly<Record<string, unknown>> | null | undefined
+}
+
+/** The operation could not be priced within `maxFieldVisits`. */
+export class TooLargeToPriceError extends Error {
+  constructor(readonly maxFieldVisits: number) {
+    super(
+      `The operation is too large to price (more than ${maxFieldVisits} fields once fragments are expanded).`,
+    )
+  }
+}
+
+const OWNER = 'useTollbooth'
+/** Cost cache entries per document: one per distinct value of the variables the cost depends on. */
+const MAX_COSTS_PER_DOCUMENT = 64
+/** Variable values longer than this (as JSON) are not cached on: the key would cost more than the estimate. */
+const MAX_CACHE_KEY_LENGTH = 1024
+
+interface DocumentEntry {
+  readonly plan: DocumentPlan
+  readonly costs: Map<string, number>
+}
+
+/**
+ * Prices operations in the cost-directive model with graphql-query-complexity and tollbooth's estimator, and
+ * counts what responses really cost. Estimates are cached per document and per value of the variables that
+ * matter (slicing and weighted arguments, `@skip`/`@include`), so a persisted query costs one map lookup.
+ */
+export class CostAnalyzer {
+  readonly settings: CostSettings
+  private readonly costs: CostMap
+  private readonly maxFieldVisits: number
+  private readonly models = new WeakMap<GraphQLSchema, CostModel>()
+  private readonly documents = new WeakMap<CostModel, WeakMap<DocumentNode, DocumentEntry>>()
+
+  constructor(options: CostAnalysisOptions = {}) {
+    if (options.costs !== undefined && (typeof options.costs !== 'object' || options.costs === null)) {
+      throw invalidOption(OWNER, 'costs', 'an object keyed by schema coordinate', options.costs)
+    }
+    this.costs = options.costs ?? {}
+    this.settings = Object.freeze({
+      defaultListSize: nonNegativeInteger(OWNER, 'defaultListSize', options.defaultListSize ?? 10),
+      mutationCost: nonNegativeInteger(OWNER, 'mutationCost', options.mutationCost ?? 10),
+      introspectionCost: nonNegativeInteger(OWNER, 'introspectionCost', options.introspectionCost ?? 1),
+    })
+    this.maxFieldVisits = positiveInteger(OWNER, 'maxFieldVisits', options.maxFieldVisits ?? 10_000)
+  }
+
+  /** The cost model of a schema; throws if a `costs` coordinate names nothing in it. */
+  model(schema: GraphQLSchema): CostModel {
+    let model = this.models.get(schema)
+    if (model === undefined) {
+      model = new CostModel(schema, this.costs)
+      this.models.set(schema, model)
+    }
+    return model
+  }
+
+  /**
+   * The operation's cost before execution: a sound upper bound of `actual()` when list sizes are right.
+   * Throws `TooLargeToPriceError` past `maxFieldVisits`, and the GraphQLErrors of invalid variables.
+   */
+  estimate(input: OperationInput): number {
+    const model = this.model(input.schema)
+    const entry = this.documentEntry(model, input.document)
+    const raw = input.variables ?? {}
+    const cacheKey = costCacheKey(entry.plan, input.operationName, raw)
+    const cached = cacheKey === undefined ? undefined : entry.costs.get(cacheKey)
+    if (cached !== undefined) return cached
+    const cost = this.price(model, entry.plan, input)
+    if (cacheKey !== undefined) {
+      if (entry.costs.size >= MAX_COSTS_PER_DOCUMENT) entry.costs.clear()
+      entry.costs.set(cacheKey, cost)
+    }
+    return cost
+  }
+
+  /** What the response `data` really costs in the same model. */
+  actual(input: OperationInput, data: unknown): number {
+    const model = this.model(input.schema)
+    const operation = selectOperation(input.document, input.operationName)
+    if (operation === undefined) return 0
+    const variables = coerceVariables(input.schema, operation, input.variables ?? {})
+    return actualCost(model, this.settings, input.document, operation, variables, data)
+  }
+
+  private documentEntry(model: CostModel, document: DocumentNode): DocumentEntry {
+    let byDocument = this.documents.get(model)
+    if (byDocument === undefined) {
+      byDocument = new WeakMap()
+      this.documents.set(model, byDocument)
+    }
+    let entry = byDocument.get(document)
+    if (entry === undefined) {
+      entry = { plan: planDocument(model, document), costs: new Map() }
+      byDocument.set(document, entry)
+    }
+    return entry
+  }
+
+  private price(model: CostModel, plan: DocumentPlan, input: OperationInput): number {
+    const operation = selectOperation(input.document, input.operationName)
+    if (operation === undefined) return 0
+    const raw = input.variables ?? {}
+    const run: EstimateRun = {
+      model,
+      plan,
+      settings: this.settings,
+      mutationType: input.schema.getMutationType(),
+      variables: coerceVariables(input.schema, operation, raw),
+      parentSizes: new Map(),
+    }
+    try {
+      return getComplexity({
+        estimators: [costEstimator],
+        schema: input.schema,
+        query: input.document,
+        // graphql-query-complexity sums every operation when no name is given and reads `.name` of each.
+        operationName: operation.name?.value,
+        variables: raw as Record<string, unknown>,
+        context: run as unknown as Record<string, unknown>,
+        maxQueryNodes: this.maxFieldVisits,
+      })
+    } catch (error) {
+      if (error instanceof GraphQLError && /maximum allowed number of nodes/.test(error.message)) {
+        throw new TooLargeToPriceError(this.maxFieldVisits)
+      }
+      throw error
+    }
+  }
+}
+
+/** The operation graphql-js would execute, or undefined when the name does not pick exactly one. */
+export function selectOperation(
+  document: DocumentNode,
+  operationName: string | null | undefined,
+): OperationDefinitionNode | undefined {
+  let found: OperationDefinitionNode | undefined
+  for (const definition of document.definitions) {
+    if (definition.kind !== Kind.OPERATION_DEFINITION) continue
+    if (operationName == null) {
+      if (found !== undefined) return undefined
+      found = definition
+    } else if (definition.name?.value === operationName) {
+      return definition
+    }
+  }
+  return found
+}
+
+function coerceVariables(
+  schema: GraphQLSchema,
+  operation: OperationDefinitionNode,
+  raw: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  const result = getVariableValues(
+    schema,
+    operation.variableDefinitions ?? [],
+    raw as Record<string, unknown>,
+  )
+  if (result.errors !== undefined) throw result.errors[0]
+  return result.coerced
+}
+
+function costCacheKey(
+  plan: DocumentPlan,
+  operationName: string | null | undefined,
+  raw: Readonly<Record<string, unknown>>,
+): string | undefined {
+  let key = operationName ?? ''
+  for (const name of plan.costVariables) {
+    key += `\u0000${JSON.stringify(raw[name]) ?? ''}`
+    if (key.length > MAX_CACHE_KEY_LENGTH) return undefined
+  }
+  return key
+}

@@ -1,0 +1,282 @@
+import {
+  type GraphQLArgument,
+  type GraphQLField,
+  type GraphQLInputField,
+  type GraphQLNamedType,
+  type GraphQLSchema,
+  getDirectiveValues,
+  isCompositeType,
+  isInputObjectType,
+  isInterfaceType,
+  isObjectType,
+} from 'graphql'
+import { invalidOption } from '../../core/errors.js'
+
+/** `@listSize` as options or field extensions (same names as the directive's arguments). */
+export interface ListSizeConfig {
+  /** Items assumed when no slicing argument is given. */
+  assumedSize?: number
+  /** Arguments whose value is the list size; the largest given one wins. A dotted path reads an input field. */
+  slicingArguments?: readonly string[]
+  /** Child fields the size applies to instead of this field (a connection's `edges`, `nodes`). */
+  sizedFields?: readonly string[]
+  /** Kept for parity with the directive; the size is the largest slicing argument given either way. */
+  requireOneSlicingArgument?: boolean
+}
+
+/** Weights for one schema coordinate, given in the plugin options instead of SDL. */
+export interface CostConfig {
+  /** `@cost(weight:)` */
+  weight?: number
+  /** `@listSize(...)` (fields only) */
+  listSize?: ListSizeConfig
+}
+
+/**
+ * Weights keyed by schema coordinate: `'Type'`, `'Type.field'`, `'*.field'` (that field name on every type),
+ * `'Type.field(arg:)'` and `'Input.field'`. Options win over field `extensions.cost` / `extensions.listSize`,
+ * which win over `@cost` / `@listSize` in SDL.
+ */
+export type CostMap = Readonly<Record<string, CostConfig>>
+
+/** What the estimator needs to know about one field, compiled once per field. */
+export interface FieldCost {
+  /** The field's own weight: explicit, else its type's weight, else 1 for objects and 0 for leaves. */
+  readonly weight: number
+  readonly listSize: ResolvedListSize | undefined
+  /** Arguments that add a weight when provided (including through weighted input fields). */
+  readonly weightedArguments: readonly WeightedInput[]
+}
+
+export interface ResolvedListSize {
+  readonly assumedSize: number | undefined
+  /** Each slicing argument as a path: `['first']`, `['input', 'first']`. */
+  readonly slicingArguments: readonly (readonly string[])[]
+  readonly sizedFields: ReadonlySet<string> | undefined
+}
+
+/** An argument or input field with its weight and the weighted input fields below it. */
+export interface WeightedInput {
+  readonly name: string
+  readonly weight: number
+  readonly children: readonly WeightedInput[]
+}
+
+const OWNER = 'useTollbooth'
+
+/**
+ * The cost-directive model for one schema: reads `@cost` / `@listSize` from SDL, `extensions` and the options'
+ * `CostMap`, compiling each field once.
+ */
+export class CostModel {
+  private readonly fields = new WeakMap<GraphQLField<unknown, unknown>, FieldCost>()
+  private readonly typeWeights = new Map<string, number | undefined>()
+  private readonly inputWeights = new Map<string, readonly WeightedInput[]>()
+
+  constructor(
+    readonly schema: GraphQLSchema,
+    private readonly costMap: CostMap,
+  ) {
+    checkCoordinates(schema, costMap)
+  }
+
+  field(parentType: GraphQLNamedType, field: GraphQLField<unknown, unknown>): FieldCost {
+    let cost = this.fields.get(field)
+    if (cost === undefined) {
+      cost = this.compileField(parentType, field)
+      this.fields.set(field, cost)
+    }
+    return cost
+  }
+
+  /** Explicit weight of a type, or undefined (then objects weigh 1 and leaves 0). */
+  typeWeight(type: GraphQLNamedType): number | undefined {
+    if (this.typeWeights.has(type.name)) return this.typeWeights.get(type.name)
+    const weight =
+      this.costMap[type.name]?.weight ??
+      extensionWeight(type.extensions) ??
+      this.directiveWeight(type.astNode, type.extensionASTNodes)
+    this.typeWeights.set(type.name, weight)
+    return weight
+  }
+
+  private compileField(parentType: GraphQLNamedType, field: GraphQLField<unknown, unknown>): FieldCost {
+    const coordinate = `${parentType.name}.${field.name}`
+    const configured = this.costMap[coordinate] ?? this.costMap[`*.${field.name}`]
+    const namedType = unwrap(field.type)
+    const explicit =
+      configured?.weight ??
+      extensionWeight(field.extensions) ??
+      this.directiveWeight(field.astNode, undefined)
+    const weight = explicit ?? this.typeWeight(namedType) ?? (isCompositeType(namedType) ? 1 : 0)
+    const listSize =
+      configured?.listSize ?? extensionListSize(field.extensions) ?? this.directiveListSize(field.astNode)
+    const weightedArguments: WeightedInput[] = []
+    for (const arg of field.args) {
+      const input = this.weightedArgument(coordinate, arg)
+      if (input !== undefined) weightedArguments.push(input)
+    }
+    return {
+      weight,
+      listSize: listSize === undefined ? undefined : resolveListSize(coordinate, listSize),
+      weightedArguments,
+    }
+  }
+
+  private weightedArgument(fieldCoordinate: string, arg: GraphQLArgument): WeightedInput | undefined {
+    const weight =
+      this.costMap[`${fieldCoordinate}(${arg.name}:)`]?.weight ??
+      extensionWeight(arg.extensions) ??
+      this.directiveWeight(arg.astNode, undefined) ??
+      0
+    const children = this.inputObjectWeights(unwrap(arg.type))
+    if (weight === 0 && children.length === 0) return undefined
+    return { name: arg.name, weight, children }
+  }
+
+  /** Weighted fields of an input object type (recursively; a type already being compiled counts as none). */
+  private inputObjectWeights(type: GraphQLNamedType): readonly WeightedInput[] {
+    if (!isInputObjectType(type)) return []
+    const known = this.inputWeights.get(type.name)
+    if (known !== undefined) return known
+    this.inputWeights.set(type.name, []) // recursive input types: the inner occurrence adds nothing more
+    const result: WeightedInput[] = []
+    for (const inputField of Object.values(type.getFields())) {
+      const input = this.weightedInputField(type.name, inputField)
+      if (input !== undefined) result.push(input)
+    }
+    this.inputWeights.set(type.name, result)
+    return result
+  }
+
+  private weightedInputField(typeName: string, inputField: GraphQLInputField): WeightedInput | undefined {
+    const weight =
+      this.costMap[`${typeName}.${inputField.name}`]?.weight ??
+      extensionWeight(inputField.extensions) ??
+      this.directiveWeight(inputField.astNode, undefined) ??
+      0
+    const children = this.inputObjectWeights(unwrap(inputField.type))
+    if (weight === 0 && children.length === 0) return undefined
+    return { name: inputField.name, weight, children }
+  }
+
+  private directiveWeight(
+    node: DirectableNode | null | undefined,
+    extensions: readonly DirectableNode[] | undefined,
+  ): number | undefined {
+    const cost = this.schema.getDirective('cost')
+    if (cost === undefined || cost === null) return undefined
+    for (const candidate of [node, ...(extensions ?? [])]) {
+      if (candidate == null) continue
+      const values = getDirectiveValues(cost, candidate)
+      // Apollo declares `weight: Int!`, the IBM spec `weight: String!`: accept both.
+      if (values !== undefined) return weightValue(Number(values.weight), 'the @cost weight', candidate)
+    }
+    return undefined
+  }
+
+  private directiveListSize(node: DirectableNode | null | undefined): ListSizeConfig | undefined {
+    const listSize = this.schema.getDirective('listSize')
+    if (listSize == null || node == null) return undefined
+    return getDirectiveValues(listSize, node) as ListSizeConfig | undefined
+  }
+}
+
+type DirectableNode = Parameters<typeof getDirectiveValues>[1]
+
+function unwrap(type: { ofType?: unknown } & object): GraphQLNamedType {
+  let current = type as { ofType?: unknown }
+  while (current.ofType !== undefined) current = current.ofType as { ofType?: unknown }
+  return current as unknown as GraphQLNamedType
+}
+
+function extensionWeight(
+  extensions: Readonly<Record<string, unknown>> | null | undefined,
+): number | undefined {
+  const cost = extensions?.cost
+  if (cost === undefined) return undefined
+  const weight = typeof cost === 'object' && cost !== null ? (cost as { weight?: unknown }).weight : cost
+  return weightValue(weight, 'extensions.cost', undefined)
+}
+
+function extensionListSize(extensions: Readonly<Record<string, unknown>> | null | undefined) {
+  return extensions?.listSize as ListSizeConfig | undefined
+}
+
+function weightValue(value: unknown, what: string, _node: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw invalidOption(OWNER, what, 'a non-negative finite number', value)
+  }
+  return value
+}
+
+function resolveListSize(coordinate: string, config: ListSizeConfig): ResolvedListSize {
+  const option = `costs["${coordinate}"].listSize`
+  if (typeof config !== 'object' || config === null) throw invalidOption(OWNER, option, 'an object', config)
+  const { assumedSize, slicingArguments, sizedFields } = config
+  if (
+    assumedSize !== undefined &&
+    assumedSize !== null &&
+    (!Number.isSafeInteger(assumedSize) || assumedSize < 0)
+  ) {
+    throw invalidOption(OWNER, `${option}.assumedSize`, 'a non-negative integer', assumedSize)
+  }
+  return {
+    assumedSize: assumedSize ?? undefined,
+    slicingArguments: stringList(`${option}.slicingArguments`, slicingArguments).map((path) =>
+      path.split('.'),
+    ),
+    sizedFields:
+      sizedFields === undefined || sizedFields === null
+        ? undefined
+        : new Set(stringList(`${option}.sizedFields`, sizedFields)),
+  }
+}
+
+function stringList(option: string, value: unknown): string[] {
+  if (value === undefined || value === null) return []
+  if (!Array.isArray(value) || !value.every((item) => typeof item === 'string' && item.length > 0)) {
+    throw invalidOption(OWNER, option, 'an array of non-empty strings', value)
+  }
+  return value
+}
+
+/** A `costs` key naming nothing in the schema is a typo that would silently charge the default: refuse it. */
+function checkCoordinates(schema: GraphQLSchema, costMap: CostMap): void {
+  for (const [coordinate, config] of Object.entries(costMap)) {
+    if (typeof config !== 'object' || config === null) {
+      throw invalidOption(OWNER, `costs["${coordinate}"]`, 'an object', config)
+    }
+    if (config.weight !== undefined) weightValue(config.weight, `costs["${coordinate}"].weight`, undefined)
+    if (config.listSize !== undefined) resolveListSize(coordinate, config.listSize)
+    if (!coordinateExists(schema, coordinate)) {
+      throw invalidOption(
+        OWNER,
+        `costs["${coordinate}"]`,
+        'a schema coordinate that exists in the schema',
+        coordinate,
+      )
+    }
+  }
+}
+
+const COORDINATE =
+  /^(\*|[_A-Za-z][_0-9A-Za-z]*)(?:\.([_A-Za-z][_0-9A-Za-z]*)(?:\(([_A-Za-z][_0-9A-Za-z]*):\))?)?$/
+
+function coordinateExists(schema: GraphQLSchema, coordinate: string): boolean {
+  const match = COORDINATE.exec(coordinate)
+  if (match === null) return false
+  const [, typeName = '', fieldName, argName] = match
+  const types =
+    typeName === '*'
+      ? Object.values(schema.getTypeMap())
+      : [schema.getType(typeName)].filter((t) => t != null)
+  if (fieldName === undefined) return typeName !== '*' && types.length > 0
+  return types.some((type) => {
+    if (!isObjectType(type) && !isInterfaceType(type) && !isInputObjectType(type)) return false
+    const field = type.getFields()[fieldName]
+    if (field === undefined) return false
+    if (argName === undefined) return true
+    return 'args' in field && field.args.some((arg) => arg.name === argName)
+  })
+}

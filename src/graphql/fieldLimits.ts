@@ -1,0 +1,250 @@
+import {
+  type DocumentNode,
+  type FieldNode,
+  type GraphQLCompositeType,
+  type GraphQLField,
+  type GraphQLSchema,
+  getArgumentValues,
+  getDirectiveValues,
+  getNamedType,
+  isCompositeType,
+  isInterfaceType,
+  isObjectType,
+  Kind,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+} from 'graphql'
+import type { Decision } from '../core/decision.js'
+import { invalidOption } from '../core/errors.js'
+import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
+import { slidingWindow } from '../core/limiters/slidingWindow.js'
+import type { RateLimiter } from '../core/rateLimiter.js'
+import type { Store } from '../core/stores/store.js'
+import { oneOf, positiveInteger } from '../core/validate.js'
+import { hashKey } from '../identity/hashKey.js'
+import type { FieldLimitConfig } from './options.js'
+
+const OWNER = 'useTollbooth'
+
+interface LimitedField {
+  readonly coordinate: string
+  readonly limiter: RateLimiter
+  readonly by: readonly (readonly string[])[]
+}
+
+interface Occurrence {
+  readonly node: FieldNode
+  readonly field: GraphQLField<unknown, unknown>
+  readonly limit: LimitedField
+}
+
+/** A sensitive field's refusal: which field, and the limiter's decision. */
+export interface FieldLimitDenial {
+  readonly coordinate: string
+  readonly decision: Decision
+  readonly limiter: RateLimiter
+}
+
+/**
+ * Separate limits for sensitive fields (`login`, `sendCode`, `resetPassword`), from the `fieldLimits` option and
+ * `@rateLimit` in SDL. Each occurrence of such a field in the operation (aliases included) spends one unit from
+ * a sliding window keyed by the client IP and the normalized `by` argument values, hashed. Checked before any
+ * resolver of the operation runs.
+ */
+export class FieldLimits {
+  private readonly configured: ReadonlyMap<string, LimitedField>
+  private readonly bySchema = new WeakMap<GraphQLSchema, ReadonlyMap<string, LimitedField>>()
+  private readonly plans = new WeakMap<DocumentNode, Map<OperationDefinitionNode, readonly Occurrence[]>>()
+
+  constructor(
+    configs: Readonly<Record<string, FieldLimitConfig>>,
+    private readonly store: Store,
+    private readonly prefix: string,
+  ) {
+    if (typeof configs !== 'object' || configs === null) {
+      throw invalidOption(OWNER, 'fieldLimits', 'an object keyed by field coordinate', configs)
+    }
+    const configured = new Map<string, LimitedField>()
+    for (const [coordinate, config] of Object.entries(configs)) {
+      configured.set(coordinate, this.limitedField(coordinate, config, `fieldLimits["${coordinate}"]`))
+    }
+    this.configured = configured
+  }
+
+  /** Spends one unit per limited field of the operation; the first denial, or undefined when all passed. */
+  async check(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+    variables: () => Readonly<Record<string, unknown>>,
+    ip: string,
+  ): Promise<FieldLimitDenial | undefined> {
+    const occurrences = this.occurrences(schema, document, operation)
+    if (occurrences.length === 0) return undefined
+    const values = variables()
+    const decisions = await Promise.all(
+      occurrences.map((occurrence) => {
+        const args = getArgumentValues(occurrence.field, occurrence.node, values)
+        const parts = occurrence.limit.by.map((path) => normalize(readPath(args, path)))
+        return occurrence.limit.limiter.consume(hashKey([ip, ...parts].join('\u0000')))
+      }),
+    )
+    for (const [index, decision] of decisions.entries()) {
+      if (!decision.allowed) {
+        const { limit } = occurrences[index] as Occurrence
+        return { coordinate: limit.coordinate, decision, limiter: limit.limiter }
+      }
+    }
+    return undefined
+  }
+
+  private limits(schema: GraphQLSchema): ReadonlyMap<string, LimitedField> {
+    let limits = this.bySchema.get(schema)
+    if (limits !== undefined) return limits
+    const merged = new Map(this.configured)
+    const directive = schema.getDirective('rateLimit')
+    if (directive != null) {
+      for (const type of Object.values(schema.getTypeMap())) {
+        if (!isObjectType(type) && !isInterfaceType(type)) continue
+        for (const field of Object.values(type.getFields())) {
+          const coordinate = `${type.name}.${field.name}`
+          const values = field.astNode == null ? undefined : getDirectiveValues(directive, field.astNode)
+          if (values === undefined || merged.has(coordinate)) continue
+          const config = {
+            limit: values.limit as number,
+            windowMs: parseWindow(coordinate, values.window),
+            by: values.by as string[] | undefined,
+          }
+          merged.set(coordinate, this.limitedField(coordinate, config, `@rateLimit on ${coordinate}`))
+        }
+      }
+    }
+    limits = merged
+    this.bySchema.set(schema, limits)
+    return limits
+  }
+
+  private limitedField(coordinate: string, config: FieldLimitConfig, option: string): LimitedField {
+    if (typeof config !== 'object' || config === null) throw invalidOption(OWNER, option, 'an object', config)
+    if (!/^[_A-Za-z][_0-9A-Za-z]*\.[_A-Za-z][_0-9A-Za-z]*$/.test(coordinate)) {
+      throw invalidOption(OWNER, option, 'keyed by a field coordinate like "Mutation.login"', coordinate)
+    }
+    const by = config.by ?? []
+    if (!Array.isArray(by) || !by.every((path) => typeof path === 'string' && path.length > 0)) {
+      throw invalidOption(OWNER, `${option}.by`, 'an array of argument names', by)
+    }
+    const limiter = slidingWindow({
+      name: `${this.prefix}:field:${coordinate}`,
+      store: this.store,
+      limit: positiveInteger(OWNER, `${option}.limit`, config.limit),
+      windowMs: positiveInteger(OWNER, `${option}.windowMs`, config.windowMs),
+      failPolicy: oneOf<FailPolicy>(
+        OWNER,
+        `${option}.failPolicy`,
+        config.failPolicy ?? 'closed',
+        failPolicies,
+      ),
+    })
+    return { coordinate, limiter, by: by.map((path: string) => path.split('.')) }
+  }
+
+  /** Limited fields the operation selects, through its fragments (each walked once). Cached per document. */
+  private occurrences(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+  ): readonly Occurrence[] {
+    const limits = this.limits(schema)
+    if (limits.size === 0) return []
+    let byOperation = this.plans.get(document)
+    if (byOperation === undefined) {
+      byOperation = new Map()
+      this.plans.set(document, byOperation)
+    }
+    const known = byOperation.get(operation)
+    if (known !== undefined) return known
+    const rootType =
+      operation.operation === 'query'
+        ? schema.getQueryType()
+        : operation.operation === 'mutation'
+          ? schema.getMutationType()
+          : schema.getSubscriptionType()
+    const found: Occurrence[] = []
+    if (rootType != null)
+      collect(schema, document, operation.selectionSet, rootType, limits, found, new Set())
+    byOperation.set(operation, found)
+    return found
+  }
+}
+
+function collect(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  set: SelectionSetNode,
+  parentType: GraphQLCompositeType,
+  limits: ReadonlyMap<string, LimitedField>,
+  into: Occurrence[],
+  seenFragments: Set<string>,
+): void {
+  for (const selection of set.selections) {
+    if (selection.kind === Kind.FIELD) {
+      if (!isObjectType(parentType) && !isInterfaceType(parentType)) continue
+      const field = parentType.getFields()[selection.name.value]
+      if (field === undefined) continue
+      const limit = limits.get(`${parentType.name}.${field.name}`)
+      if (limit !== undefined) into.push({ node: selection, field, limit })
+      const fieldType = getNamedType(field.type)
+      if (selection.selectionSet !== undefined && isCompositeType(fieldType)) {
+        collect(schema, document, selection.selectionSet, fieldType, limits, into, seenFragments)
+      }
+      continue
+    }
+    let fragmentSet: SelectionSetNode | undefined
+    let typeName: string | undefined
+    if (selection.kind === Kind.INLINE_FRAGMENT) {
+      fragmentSet = selection.selectionSet
+      typeName = selection.typeCondition?.name.value
+    } else {
+      if (seenFragments.has(selection.name.value)) continue
+      seenFragments.add(selection.name.value)
+      const fragment = document.definitions.find(
+        (d) => d.kind === Kind.FRAGMENT_DEFINITION && d.name.value === selection.name.value,
+      )
+      if (fragment?.kind !== Kind.FRAGMENT_DEFINITION) continue
+      fragmentSet = fragment.selectionSet
+      typeName = fragment.typeCondition.name.value
+    }
+    const conditionType = typeName === undefined ? parentType : schema.getType(typeName)
+    if (isCompositeType(conditionType))
+      collect(schema, document, fragmentSet, conditionType, limits, into, seenFragments)
+  }
+}
+
+function readPath(args: Readonly<Record<string, unknown>>, path: readonly string[]): unknown {
+  let value: unknown = args
+  for (const key of path) value = (value as Record<string, unknown> | null | undefined)?.[key]
+  return value
+}
+
+/** The same person types their e-mail many ways: `Alice@Example.com ` and `alice@example.com` are one key. */
+function normalize(value: unknown): string {
+  if (typeof value === 'string') return value.normalize('NFKC').trim().toLowerCase()
+  return JSON.stringify(value) ?? ''
+}
+
+const WINDOW = /^(\d+)\s*(ms|s|m|h|d)$/
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/** `@rateLimit(window:)`: "500ms", "30s", "1m", "1h", "1d". */
+export function parseWindow(coordinate: string, window: unknown): number {
+  const match = typeof window === 'string' ? WINDOW.exec(window.trim()) : null
+  if (match === null) {
+    throw invalidOption(
+      OWNER,
+      `@rateLimit(window:) on ${coordinate}`,
+      'a duration like "30s", "1m" or "1h"',
+      window,
+    )
+  }
+  return Number(match[1]) * (UNIT_MS[match[2] as string] as number)
+}

@@ -1,0 +1,98 @@
+import type { FailPolicy } from '../core/failPolicy.js'
+import type { RateLimiter } from '../core/rateLimiter.js'
+import type { Store } from '../core/stores/store.js'
+import type { TrustProxy } from '../identity/clientIp.js'
+import type { CostAnalysisOptions } from './cost/costAnalyzer.js'
+import type { RefusalCode } from './refusal.js'
+
+/** Yoga's context (or any Envelop context): the plugin reads `request`, `req` and `extra.request` if present. */
+export type GraphQLContext = Record<string, unknown>
+
+type MaybePromise<T> = T | Promise<T>
+
+/** Parse-time and structural guards. Each is checked before execution; `false` turns one off. */
+export interface GuardLimits {
+  /** Characters of query text; checked before parsing. @default 100000 */
+  maxCharacters?: number | false
+  /** Tokens of query text; graphql-js stops parsing there. @default 5000 */
+  maxTokens?: number | false
+  /** Field nesting, fragments followed. @default 15 */
+  maxDepth?: number | false
+  /** Nesting inside one `__schema` / `__type` field. @default 15 */
+  maxIntrospectionDepth?: number
+  /** Aliases per operation, fragments counted at every spread. @default 30 */
+  maxAliases?: number | false
+  /** Directives per operation, fragments counted at every spread. @default 50 */
+  maxDirectives?: number | false
+  /** Root fields per operation. @default 20 */
+  maxRootFields?: number | false
+  /** Operations per HTTP batch (when Yoga's `batching` is on); the batch's costs are summed. @default 10 */
+  maxBatchSize?: number
+}
+
+/** A sensitive field's own limit (like `@rateLimit`): `limit` calls per `windowMs` per client IP and `by` values. */
+export interface FieldLimitConfig {
+  limit: number
+  windowMs: number
+  /** Arguments (dotted paths into input objects allowed) whose normalized value is part of the key. */
+  by?: readonly string[]
+  /** @default 'closed' — a login limit that fails open is no limit during a Redis outage. */
+  failPolicy?: FailPolicy
+}
+
+export interface SubscriptionOptions {
+  /** Budget units charged for each event delivered (0: events are free). @default 0 */
+  costPerEvent?: number
+  /** Concurrent subscriptions per identity, held as concurrency leases in `store`. @default unlimited */
+  maxPerIdentity?: number
+  /** Lease lifetime; renewed every third of it while the subscription lives. @default 60000 */
+  leaseMs?: number
+}
+
+/** Reported for every operation priced (allowed, refused or dry-run): feed metrics from here. */
+export interface OperationEvent {
+  readonly operationName: string | undefined
+  readonly operationType: 'query' | 'mutation' | 'subscription'
+  readonly requestedCost: number
+  /** Set after execution when known. */
+  readonly actualCost?: number
+  /** The refusal's code, or undefined when the operation ran. In dry-run mode: the refusal that would have been. */
+  readonly refused: RefusalCode | undefined
+  readonly dryRun: boolean
+  /** Where the budget decision came from (store, cache, fail-open, …) when one was made. */
+  readonly decisionSource?: string
+}
+
+export interface TollboothGraphQLOptions extends CostAnalysisOptions {
+  /**
+   * The budget every operation's cost is drawn from: a core `RateLimiter` (a `tokenBucket` is the natural fit).
+   * A function picks one per request, e.g. from the authenticated user's plan — never from a client header.
+   */
+  limiter: RateLimiter | ((context: GraphQLContext) => MaybePromise<RateLimiter>)
+  /**
+   * Whose budget pays: user id, API key, tenant. @default the client IP (`trustProxy` applies), IPv6 grouped by /64
+   */
+  identify?: (context: GraphQLContext) => MaybePromise<string>
+  /** Proxies whose `X-Forwarded-For` is believed when the identity or a field limit uses the IP. @default false */
+  trustProxy?: TrustProxy
+  /** Most cost one operation (or one HTTP batch) may have; above it, refused outright. @default 5000 */
+  maxCost?: number
+  /** Put `cost` and `limit` in refusals and `throttleStatus` in `extensions.cost`. @default true */
+  exposeLimits?: boolean
+  /** Add `extensions.cost` (Shopify's shape) to every result. @default true */
+  costExtension?: boolean
+  /** Add `RateLimit-Policy` / `RateLimit` headers to HTTP responses (denials always get `Retry-After`). @default true */
+  headers?: boolean
+  limits?: GuardLimits
+  /** Sensitive fields by coordinate (`'Mutation.login'`); `@rateLimit` in SDL does the same. */
+  fieldLimits?: Readonly<Record<string, FieldLimitConfig>>
+  /** Where field limits and subscription leases live. @default a MemoryStore */
+  store?: Store
+  /** Prefix of the field-limit and subscription limiter names in `store`. @default 'gql' */
+  name?: string
+  subscriptions?: SubscriptionOptions
+  /** `'dry-run'`: everything is computed, reported and counted, nothing is refused. @default 'enforce' */
+  mode?: 'enforce' | 'dry-run'
+  /** Called once per priced operation. Must not throw. */
+  onOperation?: (event: OperationEvent) => void
+}

@@ -1,0 +1,424 @@
+import {
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  GraphQLError,
+  getVariableValues,
+  type OperationDefinitionNode,
+  parse,
+  type ValidationRule,
+} from 'graphql'
+import type { Plugin } from 'graphql-yoga'
+import type { Decision } from '../core/decision.js'
+import { type ConcurrencyLimiter, concurrencyLimit, type Lease } from '../core/limiters/concurrencyLimit.js'
+import type { RateLimiter } from '../core/rateLimiter.js'
+import { mergeRateLimitHeaders, rateLimitHeaders } from '../http/rateLimitHeaders.js'
+import { type ResolvedConfig, resolveConfig } from './config.js'
+import {
+  CostAnalyzer,
+  type OperationInput,
+  selectOperation,
+  TooLargeToPriceError,
+} from './cost/costAnalyzer.js'
+import { FieldLimits } from './fieldLimits.js'
+import { contextIp } from './identity.js'
+import type { GraphQLContext, TollboothGraphQLOptions } from './options.js'
+import { type RefusalCode, RefusalCodes, refusal } from './refusal.js'
+import { maxAliasesRule } from './rules/maxAliases.js'
+import { maxDepthRule } from './rules/maxDepth.js'
+import { maxDirectivesRule } from './rules/maxDirectives.js'
+import { maxRootFieldsRule } from './rules/maxRootFields.js'
+
+/** `extensions.cost` of a result, in Shopify's shape. */
+export interface CostExtension {
+  requestedQueryCost: number
+  actualQueryCost?: number
+  throttleStatus?: { maximumAvailable: number; currentlyAvailable: number; restoreRate: number }
+  /** Dry-run mode: the refusal that enforcement would have answered. */
+  wouldRefuse?: RefusalCode
+}
+
+/** What admission decided for one operation, kept to refund and report after execution. */
+interface Admission {
+  readonly input: OperationInput
+  readonly operation: OperationDefinitionNode
+  readonly cost: number
+  readonly limiter: RateLimiter
+  readonly identity: string
+  readonly decision: Decision
+  /** Dry-run: the first refusal enforcement would have answered. */
+  readonly wouldRefuse: RefusalCode | undefined
+}
+
+type Stop = (result: ExecutionResult) => void
+
+/**
+ * The Yoga/Envelop plugin: parse-time guards, structural rules, cost, per-identity budget, sensitive-field limits,
+ * refund of what the response did not use, `extensions.cost` and RateLimit headers.
+ */
+export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
+  const config = resolveConfig(options)
+  const analyzer = new CostAnalyzer(options)
+  const fieldLimits = new FieldLimits(options.fieldLimits ?? {}, config.store, config.name)
+  const subscriptionLeases =
+    config.maxSubscriptionsPerIdentity === undefined
+      ? undefined
+      : concurrencyLimit({
+          name: `${config.name}:subscriptions`,
+          store: config.store,
+          max: config.maxSubscriptionsPerIdentity,
+          leaseMs: config.subscriptionLeaseMs,
+        })
+  const rules = validationRules(config)
+  /** Per HTTP request: RateLimit headers to send, and the batch's running cost. */
+  const responseHeaders = new WeakMap<object, Record<string, string>>()
+  const batchCosts = new WeakMap<object, number>()
+
+  const admit = async (args: ExecutionArgs, stop: Stop): Promise<Admission | undefined> => {
+    const context = (args.contextValue ?? {}) as unknown as GraphQLContext
+    const operation = selectOperation(args.document, args.operationName)
+    if (operation === undefined) return undefined // the executor reports the missing or ambiguous operation
+    const input: OperationInput = {
+      schema: args.schema,
+      document: args.document,
+      operationName: args.operationName,
+      variables: args.variableValues as Record<string, unknown> | null | undefined,
+    }
+    const report = (cost: number, refused: RefusalCode | undefined, decision?: Decision) =>
+      config.onOperation?.({
+        operationName: operation.name?.value,
+        operationType: operation.operation,
+        requestedCost: cost,
+        refused,
+        dryRun: config.dryRun,
+        decisionSource: decision?.source,
+      })
+    let wouldRefuse: RefusalCode | undefined
+    /** Refuses (or, in dry-run, notes the refusal); answers whether to stop here. */
+    const refuse = (error: GraphQLError, cost: number, decision?: Decision): boolean => {
+      const code = error.extensions.code as RefusalCode
+      if (config.dryRun) {
+        wouldRefuse ??= code
+        return false
+      }
+      report(cost, code, decision)
+      const extensions = config.costExtension ? { cost: { requestedQueryCost: cost } } : undefined
+      stop(extensions === undefined ? { errors: [error] } : { errors: [error], extensions })
+      return true
+    }
+
+    let cost: number
+    try {
+      cost = analyzer.estimate(input)
+    } catch (error) {
+      if (error instanceof TooLargeToPriceError) {
+        const tooLarge = refusal(
+          RefusalCodes.COST_LIMIT_EXCEEDED,
+          error.message,
+          400,
+          limitDetails(config, {}),
+        )
+        if (refuse(tooLarge, 0)) return undefined
+        cost = config.maxCost
+      } else if (error instanceof GraphQLError) {
+        return undefined // invalid variables: the executor refuses them before any resolver runs
+      } else throw error
+    }
+
+    // An HTTP batch is judged by the sum of its operations' costs.
+    const request = context.request as object | undefined
+    let judgedCost = cost
+    if (request !== undefined) {
+      judgedCost = (batchCosts.get(request) ?? 0) + cost
+      batchCosts.set(request, judgedCost)
+    }
+    if (judgedCost > config.maxCost) {
+      const message =
+        judgedCost === cost
+          ? `The operation costs ${config.exposeLimits ? `${cost}, more than the maximum of ${config.maxCost}` : 'more than allowed'}.`
+          : `The batch costs ${config.exposeLimits ? `${judgedCost}, more than the maximum of ${config.maxCost}` : 'more than allowed'}.`
+      const error = refusal(
+        RefusalCodes.COST_LIMIT_EXCEEDED,
+        message,
+        400,
+        limitDetails(config, { cost: judgedCost, maxCost: config.maxCost }),
+      )
+      if (refuse(error, cost)) return undefined
+    }
+
+    const fieldDenial = await fieldLimits.check(
+      args.schema,
+      args.document,
+      operation,
+      () => coercedVariables(args, operation),
+      contextIp(context, config.resolveIp),
+    )
+    if (fieldDenial !== undefined) {
+      const { decision, limiter, coordinate } = fieldDenial
+      const error = rateLimited(
+        config,
+        `Too many calls to ${coordinate}; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`,
+        decision,
+        limiter,
+        { field: coordinate },
+      )
+      if (refuse(error, cost, decision)) return undefined
+    }
+
+    const limiter = await config.limiter(context)
+    const identity = await config.identify(context)
+    const decision = cost > 0 ? await limiter.consume(identity, cost) : await limiter.peek(identity)
+    if (!decision.allowed) {
+      const message =
+        cost > limiter.limit
+          ? `The operation costs ${cost}, more than the budget can ever hold (${limiter.limit}).`
+          : `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
+      const error = rateLimited(config, message, decision, limiter, limitDetails(config, { cost }))
+      if (request !== undefined && config.headers) {
+        responseHeaders.set(request, rateLimitHeaders(decision, limiter.policy))
+      }
+      if (refuse(error, cost, decision)) return undefined
+    }
+    return { input, operation, cost, limiter, identity, decision, wouldRefuse }
+  }
+
+  /** After execution: refund what the response did not use, report, add `extensions.cost` and the headers. */
+  const settle = (
+    admission: Admission,
+    context: GraphQLContext,
+    result: ExecutionResult,
+  ): ExecutionResult => {
+    const { cost, decision, limiter } = admission
+    const actual = Math.min(cost, analyzer.actual(admission.input, result.data))
+    const refund = decision.allowed && decision.source === 'store' ? cost - actual : 0
+    if (refund > 0) {
+      // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
+      limiter.refund(admission.identity, refund).catch(() => {})
+    }
+    const currentlyAvailable = Math.min(limiter.limit, decision.remaining + refund)
+    config.onOperation?.({
+      operationName: admission.operation.name?.value,
+      operationType: admission.operation.operation,
+      requestedCost: cost,
+      actualCost: actual,
+      refused: admission.wouldRefuse,
+      dryRun: config.dryRun,
+      decisionSource: decision.source,
+    })
+    const request = context.request as object | undefined
+    if (request !== undefined && config.headers) {
+      responseHeaders.set(
+        request,
+        rateLimitHeaders({ ...decision, remaining: Math.floor(currentlyAvailable) }, limiter.policy),
+      )
+    }
+    if (!config.costExtension) return result
+    const extension: CostExtension = { requestedQueryCost: cost, actualQueryCost: actual }
+    if (config.exposeLimits) {
+      extension.throttleStatus = {
+        maximumAvailable: limiter.limit,
+        currentlyAvailable: Math.floor(currentlyAvailable),
+        restoreRate: limiter.restorePerSecond,
+      }
+    }
+    if (admission.wouldRefuse !== undefined) extension.wouldRefuse = admission.wouldRefuse
+    return { ...result, extensions: { ...result.extensions, cost: extension } }
+  }
+
+  return {
+    onRequestParse() {
+      return {
+        onRequestParseDone({ requestParserResult }) {
+          if (Array.isArray(requestParserResult) && requestParserResult.length > config.maxBatchSize) {
+            throw refusal(
+              RefusalCodes.BATCH_TOO_LARGE,
+              `A batch may hold at most ${config.maxBatchSize} operations.`,
+              413,
+              limitDetails(config, { limit: config.maxBatchSize }),
+            )
+          }
+        },
+      }
+    },
+
+    onParse({ params, parseFn, setParseFn }) {
+      const source = typeof params.source === 'string' ? params.source : params.source.body
+      if (config.maxCharacters !== undefined && source.length > config.maxCharacters) {
+        throw refusal(
+          RefusalCodes.QUERY_TOO_LARGE,
+          `The query is longer than ${config.maxCharacters} characters.`,
+          413,
+          limitDetails(config, { limit: config.maxCharacters }),
+        )
+      }
+      const maxTokens = config.maxTokens
+      if (maxTokens === undefined) return
+      setParseFn((text, parseOptions) => {
+        try {
+          return (parseFn ?? parse)(text, { ...parseOptions, maxTokens }) as DocumentNode
+        } catch (error) {
+          if (error instanceof GraphQLError && /contains more tha[nt] \d+ tokens/.test(error.message)) {
+            throw refusal(
+              RefusalCodes.TOO_MANY_TOKENS,
+              `The query has more than ${maxTokens} tokens.`,
+              400,
+              limitDetails(config, { limit: maxTokens }),
+            )
+          }
+          throw error
+        }
+      })
+    },
+
+    onValidate({ addValidationRule }) {
+      for (const rule of rules) addValidationRule(rule)
+    },
+
+    async onExecute({ args, setResultAndStopExecution }) {
+      const admission = await admit(args, setResultAndStopExecution)
+      if (admission === undefined) return undefined
+      const context = (args.contextValue ?? {}) as unknown as GraphQLContext
+      return {
+        onExecuteDone({ result, setResult }) {
+          // Incremental delivery (@defer/@stream) is charged its estimate and not refunded.
+          if (!isAsyncIterable(result)) setResult(settle(admission, context, result))
+        },
+      }
+    },
+
+    async onSubscribe({ args, setResultAndStopExecution }) {
+      const admission = await admit(args, setResultAndStopExecution)
+      if (admission === undefined) return undefined
+      let lease: Lease | undefined
+      if (subscriptionLeases !== undefined) {
+        lease = await subscriptionLeases.acquire(admission.identity)
+        if (!lease.allowed && !config.dryRun) {
+          setResultAndStopExecution({
+            errors: [
+              refusal(
+                RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED,
+                `At most ${subscriptionLeases.limit} subscriptions may be open at once.`,
+                429,
+                {
+                  retryAfter: Math.max(1, Math.ceil(lease.retryAfterMs / 1000)),
+                  ...limitDetails(config, { limit: subscriptionLeases.limit }),
+                },
+                { 'Retry-After': String(Math.max(1, Math.ceil(lease.retryAfterMs / 1000))) },
+              ),
+            ],
+          })
+          return undefined
+        }
+      }
+      return {
+        onSubscribeResult({ result }) {
+          if (!isAsyncIterable(result)) {
+            void lease?.release()
+            return undefined
+          }
+          const stopRenewing = keepLeaseAlive(lease, subscriptionLeases)
+          return {
+            onNext: config.costPerEvent === 0 ? undefined : eventCharger(admission, config),
+            onEnd() {
+              stopRenewing()
+              void lease?.release()
+            },
+          }
+        },
+        onSubscribeError() {
+          void lease?.release()
+        },
+      }
+    },
+
+    onResponse({ request, response }) {
+      const headers = responseHeaders.get(request)
+      if (headers === undefined) return
+      for (const [name, value] of Object.entries(mergeRateLimitHeaders([headers]))) {
+        if (!response.headers.has(name)) response.headers.set(name, value)
+      }
+    },
+  }
+}
+
+function validationRules(config: ResolvedConfig): ValidationRule[] {
+  const rules: ValidationRule[] = []
+  if (config.maxDepth !== undefined) rules.push(maxDepthRule(config.maxDepth, config.maxIntrospectionDepth))
+  if (config.maxAliases !== undefined) rules.push(maxAliasesRule(config.maxAliases))
+  if (config.maxDirectives !== undefined) rules.push(maxDirectivesRule(config.maxDirectives))
+  if (config.maxRootFields !== undefined) rules.push(maxRootFieldsRule(config.maxRootFields))
+  return rules
+}
+
+function limitDetails(config: ResolvedConfig, details: Record<string, unknown>): Record<string, unknown> {
+  return config.exposeLimits ? details : {}
+}
+
+function rateLimited(
+  config: ResolvedConfig,
+  message: string,
+  decision: Decision,
+  limiter: RateLimiter,
+  details: Record<string, unknown>,
+): GraphQLError {
+  const headers = config.headers
+    ? rateLimitHeaders(decision, limiter.policy)
+    : { 'Retry-After': String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))) }
+  return refusal(
+    RefusalCodes.RATE_LIMITED,
+    message,
+    429,
+    { retryAfter: Math.max(1, Math.ceil(decision.retryAfterMs / 1000)), ...details },
+    headers,
+  )
+}
+
+function coercedVariables(args: ExecutionArgs, operation: OperationDefinitionNode): Record<string, unknown> {
+  const result = getVariableValues(
+    args.schema,
+    operation.variableDefinitions ?? [],
+    (args.variableValues ?? {}) as Record<string, unknown>,
+  )
+  return result.coerced ?? {}
+}
+
+/** Charges `costPerEvent` for each event; an event the budget cannot pay is replaced by a RATE_LIMITED error. */
+function eventCharger(admission: Admission, config: ResolvedConfig) {
+  return async ({
+    result,
+    setResult,
+  }: {
+    result: ExecutionResult
+    setResult: (r: ExecutionResult) => void
+  }) => {
+    const decision = await admission.limiter.consume(admission.identity, config.costPerEvent)
+    if (decision.allowed || config.dryRun) return
+    void result
+    setResult({
+      errors: [
+        rateLimited(
+          config,
+          'The budget is spent; this event was not delivered.',
+          decision,
+          admission.limiter,
+          limitDetails(config, { cost: config.costPerEvent }),
+        ),
+      ],
+    })
+  }
+}
+
+/** Renews a subscription's lease every third of its lifetime while it lives; returns the stop function. */
+function keepLeaseAlive(lease: Lease | undefined, limiter: ConcurrencyLimiter | undefined): () => void {
+  if (lease?.leaseId === undefined || limiter === undefined) return () => {}
+  const timer = setInterval(
+    () => void lease.renew().catch(() => {}),
+    Math.max(1, Math.floor(limiter.leaseMs / 3)),
+  )
+  timer.unref()
+  return () => clearInterval(timer)
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
+  return typeof value === 'object' && value !== null && Symbol.asyncIterator in value
+}
