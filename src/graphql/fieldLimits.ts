@@ -71,17 +71,27 @@ export class FieldLimits {
     this.configured = configured
   }
 
-  /** Spends one unit per limited field of the operation; the first denial, or undefined when all passed. */
-  async check(
+  /**
+   * Spends one unit per limited field of the operation; resolves the first denial, or undefined when all passed.
+   * Returns undefined at once (no promise) when the operation selects no limited field: the common case.
+   */
+  check(
     schema: GraphQLSchema,
     document: DocumentNode,
     operation: OperationDefinitionNode,
     variables: () => Readonly<Record<string, unknown>>,
-    ip: string,
-  ): Promise<FieldLimitDenial | undefined> {
+    ip: () => string,
+  ): Promise<FieldLimitDenial | undefined> | undefined {
     const occurrences = this.occurrences(schema, document, operation)
     if (occurrences.length === 0) return undefined
-    const values = variables()
+    return this.spend(occurrences, variables(), ip())
+  }
+
+  private async spend(
+    occurrences: readonly Occurrence[],
+    values: Readonly<Record<string, unknown>>,
+    ip: string,
+  ): Promise<FieldLimitDenial | undefined> {
     const decisions = await Promise.all(
       occurrences.map((occurrence) => {
         const args = getArgumentValues(occurrence.field, occurrence.node, values)

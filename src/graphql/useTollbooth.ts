@@ -146,13 +146,14 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       if (refuse(error, cost)) return undefined
     }
 
-    const fieldDenial = await fieldLimits.check(
+    const pendingFieldCheck = fieldLimits.check(
       args.schema,
       args.document,
       operation,
       () => coercedVariables(args, operation),
-      contextIp(context, config.resolveIp),
+      () => contextIp(context, config.resolveIp),
     )
+    const fieldDenial = pendingFieldCheck === undefined ? undefined : await pendingFieldCheck
     if (fieldDenial !== undefined) {
       const { decision, limiter, coordinate } = fieldDenial
       const error = rateLimited(

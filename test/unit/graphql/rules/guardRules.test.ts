@@ -1,4 +1,4 @@
-import { buildSchema, parse, specifiedRules, validate } from 'graphql'
+import { buildSchema, parse, specifiedRules, type ValidationRule, validate } from 'graphql'
 import { describe, expect, it } from 'vitest'
 import { maxAliasesRule } from '../../../../src/graphql/rules/maxAliases.js'
 import { maxDepthRule } from '../../../../src/graphql/rules/maxDepth.js'
@@ -11,11 +11,7 @@ const schema = buildSchema(`
 `)
 
 /** Codes of the errors a document gets from one rule (plus graphql-js's own rules when `withSpecified`). */
-function codes(
-  source: string,
-  rule: Parameters<typeof validate>[2][number],
-  withSpecified = false,
-): unknown[] {
+function codes(source: string, rule: ValidationRule, withSpecified = false): unknown[] {
   const rules = withSpecified ? [...specifiedRules, rule] : [rule]
   return validate(schema, parse(source), rules).map((error) => error.extensions.code ?? error.message)
 }
