@@ -13,6 +13,8 @@ export const ErrorCodes = {
   STORE_UNAVAILABLE: 'TOLLBOOTH_ERR_STORE_UNAVAILABLE',
   /** The store answered with an error (connection lost, script error, cluster redirection failure, ...). */
   STORE_ERROR: 'TOLLBOOTH_ERR_STORE_ERROR',
+  /** tollbooth/graphql: the operation could not be priced within `maxFieldVisits` (fragment explosion). */
+  TOO_LARGE_TO_PRICE: 'TOLLBOOTH_ERR_TOO_LARGE_TO_PRICE',
 } as const
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes]

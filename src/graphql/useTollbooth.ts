@@ -102,8 +102,11 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         return false
       }
       report(cost, code, decision)
+      // Over graphql-ws there is no HTTP response: results go out as they are, so keep `http` (status, headers,
+      // the limiter's name) to HTTP, where Yoga turns it into the status line and strips it.
+      const sent = context.request === undefined ? withoutHttp(error) : error
       const extensions = config.costExtension ? { cost: { requestedQueryCost: cost } } : undefined
-      stop(extensions === undefined ? { errors: [error] } : { errors: [error], extensions })
+      stop(extensions === undefined ? { errors: [sent] } : { errors: [sent], extensions })
       return true
     }
 
@@ -291,26 +294,45 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       const admission = await admit(args, setResultAndStopExecution)
       if (admission === undefined) return undefined
       let lease: Lease | undefined
+      let wouldRefuse = admission.wouldRefuse
+      const report = (refused: RefusalCode | undefined) =>
+        config.onOperation?.({
+          operationName: admission.operation.name?.value,
+          operationType: admission.operation.operation,
+          requestedCost: admission.cost,
+          refused,
+          dryRun: config.dryRun,
+          decisionSource: admission.decision.source,
+        })
       if (subscriptionLeases !== undefined) {
         lease = await subscriptionLeases.acquire(admission.identity)
+        if (!lease.allowed && config.dryRun) wouldRefuse ??= RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED
         if (!lease.allowed && !config.dryRun) {
-          setResultAndStopExecution({
-            errors: [
-              refusal(
-                RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED,
-                `At most ${subscriptionLeases.limit} subscriptions may be open at once.`,
-                429,
-                {
-                  retryAfter: Math.max(1, Math.ceil(lease.retryAfterMs / 1000)),
-                  ...limitDetails(config, { limit: subscriptionLeases.limit }),
-                },
-                { 'Retry-After': String(Math.max(1, Math.ceil(lease.retryAfterMs / 1000))) },
-              ),
-            ],
-          })
+          // The subscription does not run: give back what admission charged, as every other refusal spends nothing.
+          const { cost, decision, limiter, identity } = admission
+          if (cost > 0 && decision.allowed && decision.source === 'store') {
+            await limiter.refund(identity, cost).catch(() => {})
+          }
+          report(RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED)
+          const retryAfter = Math.max(1, Math.ceil(lease.retryAfterMs / 1000))
+          const error = refusal(
+            RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED,
+            `At most ${subscriptionLeases.limit} subscriptions may be open at once.`,
+            429,
+            { retryAfter, ...limitDetails(config, { limit: subscriptionLeases.limit }) },
+            { 'Retry-After': String(retryAfter) },
+          )
+          const overHttp = (args.contextValue as { request?: unknown } | undefined)?.request !== undefined
+          const sent = overHttp ? error : withoutHttp(error)
+          setResultAndStopExecution(
+            config.costExtension
+              ? { errors: [sent], extensions: { cost: { requestedQueryCost: admission.cost } } }
+              : { errors: [sent] },
+          )
           return undefined
         }
       }
+      report(wouldRefuse)
       return {
         onSubscribeResult({ result }) {
           if (!isAsyncIterable(result)) {
@@ -340,6 +362,11 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       }
     },
   }
+}
+
+function withoutHttp(error: GraphQLError): GraphQLError {
+  const { http: _http, ...extensions } = error.extensions
+  return new GraphQLError(error.message, { extensions })
 }
 
 function validationRules(config: ResolvedConfig): ValidationRule[] {

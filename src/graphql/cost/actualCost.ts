@@ -6,6 +6,7 @@ import {
   type GraphQLField,
   GraphQLIncludeDirective,
   type GraphQLNamedType,
+  type GraphQLObjectType,
   type GraphQLSchema,
   GraphQLSkipDirective,
   getArgumentValues,
@@ -80,7 +81,24 @@ class ResponseWalker {
     value: Record<string, unknown>,
     isRoot = false,
   ): number {
-    const runtimeType = this.runtimeType(staticType, value)
+    if (!isAbstractType(staticType)) return this.concreteCost(staticType, sets, value, isRoot)
+    const concrete = this.typenameOf(staticType, sets, value)
+    if (concrete !== undefined) return this.concreteCost(concrete, sets, value, isRoot)
+    // Without __typename the concrete type is unknown: price every possible type and keep the highest, as the
+    // estimate does, so a client cannot earn a refund by ordering fragments.
+    let highest = 0
+    for (const possible of this.model.schema.getPossibleTypes(staticType)) {
+      highest = Math.max(highest, this.concreteCost(possible, sets, value, isRoot))
+    }
+    return highest
+  }
+
+  private concreteCost(
+    runtimeType: GraphQLCompositeType,
+    sets: readonly SelectionSetNode[],
+    value: Record<string, unknown>,
+    isRoot: boolean,
+  ): number {
     let total = 0
     for (const [responseKey, entry] of this.collect(sets, runtimeType)) {
       const fieldValue = value[responseKey]
@@ -104,6 +122,20 @@ class ResponseWalker {
     return total
   }
 
+  /** The object's concrete type, when `__typename` was selected (under any alias). */
+  private typenameOf(
+    abstractType: GraphQLCompositeType,
+    sets: readonly SelectionSetNode[],
+    value: Record<string, unknown>,
+  ): GraphQLObjectType | undefined {
+    for (const [responseKey, entry] of this.collect(sets, abstractType)) {
+      if (entry.field.name !== '__typename') continue
+      const concrete = this.model.schema.getType(String(value[responseKey]))
+      if (isObjectType(concrete)) return concrete
+    }
+    return undefined
+  }
+
   private valueCost(
     weight: number,
     type: GraphQLNamedType,
@@ -118,18 +150,6 @@ class ResponseWalker {
     if (!isCompositeType(type)) return weight
     if (value === null || typeof value !== 'object') return 0
     return weight + this.objectCost(type, subSets, value as Record<string, unknown>)
-  }
-
-  /** The object's concrete type when `__typename` was selected; else the static type (fragments all apply). */
-  private runtimeType(
-    staticType: GraphQLCompositeType,
-    value: Record<string, unknown>,
-  ): GraphQLCompositeType {
-    if (!isAbstractType(staticType)) return staticType
-    const typename = value.__typename
-    if (typeof typename !== 'string') return staticType
-    const concrete = this.model.schema.getType(typename)
-    return isObjectType(concrete) ? concrete : staticType
   }
 
   private collect(sets: readonly SelectionSetNode[], runtimeType: GraphQLCompositeType) {

@@ -7,7 +7,7 @@ import {
   type OperationDefinitionNode,
 } from 'graphql'
 import { getComplexity } from 'graphql-query-complexity'
-import { invalidOption } from '../../core/errors.js'
+import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
 import { nonNegativeInteger, positiveInteger } from '../../core/validate.js'
 import { actualCost } from './actualCost.js'
 import { type CostMap, CostModel } from './costModel.js'
@@ -39,9 +39,10 @@ export interface OperationInput {
 }
 
 /** The operation could not be priced within `maxFieldVisits`. */
-export class TooLargeToPriceError extends Error {
+export class TooLargeToPriceError extends TollboothError {
   constructor(readonly maxFieldVisits: number) {
     super(
+      ErrorCodes.TOO_LARGE_TO_PRICE,
       `The operation is too large to price (more than ${maxFieldVisits} fields once fragments are expanded).`,
     )
   }

@@ -5,6 +5,7 @@ import {
   type GraphQLNamedType,
   type GraphQLSchema,
   getDirectiveValues,
+  isAbstractType,
   isCompositeType,
   isInputObjectType,
   isInterfaceType,
@@ -100,15 +101,34 @@ export class CostModel {
     return weight
   }
 
+  /**
+   * What a field returning `type` weighs by default. An interface or union without its own `@cost` weighs as its
+   * heaviest possible type, so a type's weight cannot be dodged by selecting it through an abstract field.
+   */
+  private returnedTypeWeight(type: GraphQLNamedType): number {
+    const own = this.typeWeight(type)
+    if (own !== undefined) return own
+    if (!isCompositeType(type)) return 0
+    if (!isAbstractType(type)) return 1
+    let heaviest = 1
+    for (const possible of this.schema.getPossibleTypes(type)) {
+      heaviest = Math.max(heaviest, this.typeWeight(possible) ?? 1)
+    }
+    return heaviest
+  }
+
   private compileField(parentType: GraphQLNamedType, field: GraphQLField<unknown, unknown>): FieldCost {
     const coordinate = `${parentType.name}.${field.name}`
-    const configured = this.costMap[coordinate] ?? this.costMap[`*.${field.name}`]
+    // Per property, like options over extensions over SDL: 'Type.field' refines '*.field'.
+    const wildcard = this.costMap[`*.${field.name}`]
+    const exact = this.costMap[coordinate]
+    const configured = wildcard === undefined ? exact : { ...wildcard, ...exact }
     const namedType = unwrap(field.type)
     const explicit =
       configured?.weight ??
       extensionWeight(field.extensions) ??
       this.directiveWeight(field.astNode, undefined)
-    const weight = explicit ?? this.typeWeight(namedType) ?? (isCompositeType(namedType) ? 1 : 0)
+    const weight = explicit ?? this.returnedTypeWeight(namedType)
     const listSize =
       configured?.listSize ?? extensionListSize(field.extensions) ?? this.directiveListSize(field.astNode)
     const weightedArguments: WeightedInput[] = []
@@ -267,16 +287,19 @@ function coordinateExists(schema: GraphQLSchema, coordinate: string): boolean {
   const match = COORDINATE.exec(coordinate)
   if (match === null) return false
   const [, typeName = '', fieldName, argName] = match
-  const types =
-    typeName === '*'
-      ? Object.values(schema.getTypeMap())
-      : [schema.getType(typeName)].filter((t) => t != null)
-  if (fieldName === undefined) return typeName !== '*' && types.length > 0
-  return types.some((type) => {
-    if (!isObjectType(type) && !isInterfaceType(type) && !isInputObjectType(type)) return false
-    const field = type.getFields()[fieldName]
-    if (field === undefined) return false
-    if (argName === undefined) return true
-    return 'args' in field && field.args.some((arg) => arg.name === argName)
-  })
+  if (typeName === '*') {
+    // '*.field' names an output field on every type; arguments and input fields are named on their own type.
+    if (fieldName === undefined || argName !== undefined) return false
+    return Object.values(schema.getTypeMap()).some(
+      (type) => (isObjectType(type) || isInterfaceType(type)) && type.getFields()[fieldName] !== undefined,
+    )
+  }
+  const type = schema.getType(typeName)
+  if (type == null) return false
+  if (fieldName === undefined) return true
+  if (!isObjectType(type) && !isInterfaceType(type) && !isInputObjectType(type)) return false
+  const field = type.getFields()[fieldName]
+  if (field === undefined) return false
+  if (argName === undefined) return true
+  return 'args' in field && field.args.some((arg) => arg.name === argName)
 }

@@ -6,9 +6,9 @@
  * Every server listens on 127.0.0.1 port 0 and every client is a real one: a `ws` WebSocket, a graphql-ws client,
  * or, where a client must stop reading, a raw TCP socket that does the handshake and writes masked frames itself.
  */
-import { createRequire } from 'node:module'
 import type { Socket } from 'node:net'
 import { setTimeout as sleep, setImmediate as tick } from 'node:timers/promises'
+import { GraphQLInt, GraphQLObjectType, GraphQLSchema, GraphQLString } from 'graphql'
 import { type Client, createClient } from 'graphql-ws'
 import { useServer } from 'graphql-ws/use/ws'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -525,12 +525,6 @@ describe('heartbeat (heartbeatMs 200)', () => {
 // ---------------------------------------------------------------------------------------------------------------
 // 6, 7. graphql-ws
 // ---------------------------------------------------------------------------------------------------------------
-
-// graphql-ws, loaded by Node, gets graphql's CommonJS build; an `import` here would get its .mjs build through vite,
-// and graphql refuses a schema from "another module or realm". So the schema is built with the same copy.
-const { GraphQLInt, GraphQLObjectType, GraphQLSchema, GraphQLString } = createRequire(import.meta.url)(
-  'graphql',
-) as typeof import('graphql')
 
 /** Subscriptions running on the server right now (their generators), and the most there ever were at once. */
 interface Running {

@@ -1,0 +1,709 @@
+/**
+ * Subscriptions through useTollbooth (src/graphql/useTollbooth.ts) on a real stack: graphql-yoga on a `node:http`
+ * server listening on 127.0.0.1 port 0, a `ws` WebSocketServer on the same server running graphql-ws's `useServer`
+ * with the README's Yoga recipe, real graphql-ws clients, and GraphQL over SSE through Yoga itself (`fetch` with
+ * `accept: text/event-stream`, the stream read to its end).
+ *
+ * Covered: the subscription's cost charged at subscribe (over graphql-ws and SSE), the over-budget refusal at
+ * subscribe (RATE_LIMITED with `retryAfter`, no resolver run), `costPerEvent` (event N+1 of a budget that pays N
+ * is a RATE_LIMITED error result), and `maxPerIdentity` with its leases released when a subscription completes,
+ * is unsubscribed or its SSE stream is aborted, on a MemoryStore and on a RedisStore.
+ *
+ * Every budget refills at 1 unit per 1000 s, so within a test it is a fixed amount and every count is exact.
+ */
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { ExecutionArgs, ExecutionResult } from 'graphql'
+import { type Client, createClient, type OperationResult } from 'graphql-ws'
+import { useServer } from 'graphql-ws/use/ws'
+import { createSchema, createYoga } from 'graphql-yoga'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { WebSocket, WebSocketServer } from 'ws'
+import { concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
+import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
+import type { RateLimiter } from '../../../src/core/rateLimiter.js'
+import type { Store } from '../../../src/core/stores/store.js'
+import {
+  costDirectivesTypeDefs,
+  type OperationEvent,
+  type TollboothGraphQLOptions,
+  useTollbooth,
+} from '../../../src/graphql/index.js'
+import { createStore, type StoreFixture } from '../../helpers/stores.js'
+
+const HOST = '127.0.0.1'
+/** The default identity: the client IP of the upgrade request (graphql-ws) or of the HTTP request (SSE). */
+const IDENTITY = `ip:${HOST}`
+/** 1 unit per 1000 s: nothing comes back during a test. */
+const REFILL = 0.001
+
+// ---------------------------------------------------------------------------------------------------------------
+// Schema
+// ---------------------------------------------------------------------------------------------------------------
+
+const typeDefs = /* GraphQL */ `
+  type Query {
+    budget: Int
+  }
+  type Sample {
+    v: Int!
+  }
+  type Tick {
+    n: Int!
+    samples: [Sample!]! @listSize(assumedSize: 2)
+  }
+  type Subscription {
+    "count events, gapMs apart (0: as fast as the consumer reads)"
+    ticks(count: Int!, gapMs: Int = 0): Tick @cost(weight: 5)
+  }
+`
+
+/**
+ * `subscription { ticks(count: …) { n samples { v } } }` costs, by hand: ticks' own weight 5 (@cost), n 0 (a
+ * scalar), samples (1 per Sample object + 0 for v) × 2 (@listSize assumedSize) = 2; 5 + 0 + 2 = 7.
+ */
+const SUB_COST = 7
+const ticksQuery = (count: number, gapMs = 0) =>
+  `subscription Ticks { ticks(count: ${count}, gapMs: ${gapMs}) { n samples { v } } }`
+const tick = (n: number) => ({ data: { ticks: { n, samples: [{ v: n }, { v: -n }] } } })
+
+/** What the subscription resolver did, server side. */
+interface Runs {
+  /** Calls of the `subscribe` resolver (an admitted subscription). */
+  subscribes: number
+  /** Events the generators yielded. */
+  events: number
+  /** Generators running right now (entered, not yet finished). */
+  active: number
+}
+
+function makeSchema(runs: Runs) {
+  return createSchema({
+    typeDefs: [costDirectivesTypeDefs, typeDefs],
+    resolvers: {
+      Query: { budget: () => 1 },
+      Tick: { samples: (tick: { n: number }) => [{ v: tick.n }, { v: -tick.n }] },
+      Subscription: {
+        ticks: {
+          // A plain function, so the call is counted even if the generator is never started.
+          subscribe: (_source: unknown, args: { count: number; gapMs: number }) => {
+            runs.subscribes++
+            return (async function* () {
+              runs.active++
+              try {
+                for (let n = 1; n <= args.count; n++) {
+                  runs.events++
+                  yield { ticks: { n } }
+                  if (args.gapMs > 0) await sleep(args.gapMs)
+                }
+              } finally {
+                runs.active--
+              }
+            })()
+          },
+        },
+      },
+    },
+  })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Harness {
+  readonly httpUrl: string
+  readonly wsUrl: string
+  readonly runs: Runs
+  readonly limiter: RateLimiter
+  readonly events: OperationEvent[]
+  /** The budget left for IDENTITY. */
+  remaining(): Promise<number>
+}
+
+const cleanups: (() => unknown)[] = []
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+interface StartOptions {
+  readonly capacity: number
+  readonly store?: Store
+  /** The plugin's `name`: its leases are `${name}:subscriptions` in `store`. */
+  readonly name?: string
+  readonly subscriptions?: TollboothGraphQLOptions['subscriptions']
+}
+
+let serial = 0
+
+/** Yoga with useTollbooth on a fresh http server, graphql-ws on the same server, budget `capacity`. */
+async function start(options: StartOptions): Promise<Harness> {
+  const runs: Runs = { subscribes: 0, events: 0, active: 0 }
+  const events: OperationEvent[] = []
+  const limiter = tokenBucket({
+    name: `budget-${++serial}`,
+    capacity: options.capacity,
+    refillPerSecond: REFILL,
+    ...(options.store === undefined ? {} : { store: options.store }),
+  })
+  const yoga = createYoga({
+    schema: makeSchema(runs),
+    logging: false,
+    graphiql: false,
+    plugins: [
+      useTollbooth({
+        limiter,
+        onOperation: (event) => events.push(event),
+        ...(options.store === undefined ? {} : { store: options.store }),
+        ...(options.name === undefined ? {} : { name: options.name }),
+        ...(options.subscriptions === undefined ? {} : { subscriptions: options.subscriptions }),
+      }),
+    ],
+  })
+  const server: Server = createServer(yoga)
+  const wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint })
+  // The README's recipe (graphql-ws 6: onSubscribe(ctx, id, payload)).
+  useServer(
+    {
+      execute: (args) => (args.rootValue as EnvelopedRoot).execute(args),
+      subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args),
+      onSubscribe: async (ctx, _id, params) => {
+        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+          ...ctx,
+          req: ctx.extra.request,
+          socket: ctx.extra.socket,
+          params,
+        })
+        const args = {
+          schema,
+          operationName: params.operationName,
+          document: parse(params.query),
+          variableValues: params.variables,
+          contextValue: await contextFactory(),
+          rootValue: { execute, subscribe },
+        }
+        const errors = validate(args.schema, args.document)
+        if (errors.length > 0) return errors
+        return args
+      },
+    },
+    wss,
+  )
+  await new Promise<void>((resolve) => server.listen(0, HOST, resolve))
+  const { port } = server.address() as AddressInfo
+  cleanups.push(async () => {
+    for (const socket of wss.clients) socket.terminate()
+    await new Promise((resolve) => wss.close(resolve))
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  return {
+    httpUrl: `http://${HOST}:${port}${yoga.graphqlEndpoint}`,
+    wsUrl: `ws://${HOST}:${port}${yoga.graphqlEndpoint}`,
+    runs,
+    limiter,
+    events,
+    remaining: async () => (await limiter.peek(IDENTITY)).remaining,
+  }
+}
+
+interface EnvelopedRoot {
+  execute(args: ExecutionArgs): OperationResult
+  subscribe(args: ExecutionArgs): OperationResult
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Clients
+// ---------------------------------------------------------------------------------------------------------------
+
+function wsClient(url: string): Client {
+  const client = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0 })
+  cleanups.push(() => client.dispose())
+  return client
+}
+
+interface WsOperation {
+  readonly results: ExecutionResult[]
+  /** Resolves with what the sink's `error` got, or `undefined` on `complete`. */
+  readonly ended: Promise<unknown>
+  unsubscribe(): void
+}
+
+function subscribeWs(client: Client, query: string): WsOperation {
+  const results: ExecutionResult[] = []
+  let unsubscribe: () => void = () => {}
+  const ended = new Promise<unknown>((resolve) => {
+    unsubscribe = client.subscribe(
+      { query },
+      {
+        next: (result) => results.push(result as ExecutionResult),
+        error: (error) => resolve(error),
+        complete: () => resolve(undefined),
+      },
+    )
+  })
+  cleanups.push(() => unsubscribe())
+  return { results, ended, unsubscribe: () => unsubscribe() }
+}
+
+interface SseEvent {
+  readonly event: string
+  readonly data: string
+}
+
+interface SseStream {
+  readonly status: number
+  readonly headers: Headers
+  readonly events: SseEvent[]
+  /** The `next` events' data, parsed. */
+  readonly results: ExecutionResult[]
+  /** Resolves when the server ends the stream (or it is aborted). */
+  readonly ended: Promise<void>
+  abort(): void
+}
+
+/** A GraphQL-over-SSE request (Yoga's distinct-connections mode), its stream read in the background. */
+async function subscribeSse(url: string, query: string): Promise<SseStream> {
+  const controller = new AbortController()
+  cleanups.push(() => controller.abort())
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify({ query }),
+    signal: controller.signal,
+  })
+  const events: SseEvent[] = []
+  const results: ExecutionResult[] = []
+  const ended = (async () => {
+    if (response.body === null) return
+    const decoder = new TextDecoder()
+    let buffer = ''
+    try {
+      const reader = response.body.getReader()
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+        buffer += decoder.decode(chunk.value, { stream: true })
+        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+          const block = buffer.slice(0, end)
+          buffer = buffer.slice(end + 2)
+          let event = 'message'
+          const data: string[] = []
+          for (const line of block.split('\n')) {
+            if (line.startsWith(':')) continue // Yoga's keep-alive pings
+            if (line.startsWith('event:')) event = line.slice(6).trim()
+            else if (line.startsWith('data:')) data.push(line.slice(5).trimStart())
+          }
+          if (data.length === 0 && event === 'message') continue
+          events.push({ event, data: data.join('\n') })
+          if (event === 'next') results.push(JSON.parse(data.join('\n')) as ExecutionResult)
+        }
+      }
+    } catch (error) {
+      if (!controller.signal.aborted) throw error
+    }
+  })()
+  return {
+    status: response.status,
+    headers: response.headers,
+    events,
+    results,
+    ended,
+    abort: () => controller.abort(),
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Waiting
+// ---------------------------------------------------------------------------------------------------------------
+
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)
+  })
+  try {
+    return await Promise.race([promise, timeout])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** Polls `condition` every 5 ms until it holds; fails after `ms`. */
+async function waitFor(what: string, condition: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
+  const deadline = performance.now() + ms
+  while (!(await condition())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
+    await sleep(5)
+  }
+}
+
+interface RefusalShape {
+  message: string
+  extensions: { code: string; retryAfter: number; [key: string]: unknown }
+}
+
+/** The one error of a refusal result. */
+function refusalOf(result: ExecutionResult | undefined): RefusalShape {
+  expect(result?.data ?? undefined).toBeUndefined()
+  expect(result?.errors).toHaveLength(1)
+  return result?.errors?.[0] as unknown as RefusalShape
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// 1–3. graphql-ws: charge at subscribe, refusal at subscribe, costPerEvent
+// ---------------------------------------------------------------------------------------------------------------
+
+describe('graphql-ws: budget', () => {
+  it('charges the subscription its hand-computed cost at subscribe, and nothing per event by default', async () => {
+    const h = await start({ capacity: 100 })
+    const client = wsClient(h.wsUrl)
+    expect(await h.remaining()).toBe(100)
+
+    const op = subscribeWs(client, ticksQuery(3))
+    expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
+
+    expect(op.results).toEqual([tick(1), tick(2), tick(3)])
+    expect(h.runs).toEqual({ subscribes: 1, events: 3, active: 0 })
+    expect(await h.remaining()).toBe(100 - SUB_COST)
+
+    // A following query (cost 0: only a scalar) on the same connection reports the same budget.
+    const query = subscribeWs(client, '{ budget }')
+    expect(await within(query.ended, 5_000, 'the query')).toBeUndefined()
+    expect(query.results).toEqual([
+      {
+        data: { budget: 1 },
+        extensions: {
+          cost: {
+            requestedQueryCost: 0,
+            actualQueryCost: 0,
+            throttleStatus: { maximumAvailable: 100, currentlyAvailable: 93, restoreRate: REFILL },
+          },
+        },
+      },
+    ])
+
+    // A second subscription is charged again.
+    const again = subscribeWs(client, ticksQuery(1))
+    expect(await within(again.ended, 5_000, 'the second subscription')).toBeUndefined()
+    expect(await h.remaining()).toBe(100 - 2 * SUB_COST)
+  })
+
+  it('refuses a subscription the budget cannot pay: RATE_LIMITED with retryAfter, no resolver run', async () => {
+    // Pays one subscription (7), then 3 are left.
+    const h = await start({ capacity: 10 })
+    const client = wsClient(h.wsUrl)
+    const paid = subscribeWs(client, ticksQuery(2))
+    expect(await within(paid.ended, 5_000, 'the paid subscription')).toBeUndefined()
+    expect(paid.results).toEqual([tick(1), tick(2)])
+    expect(await h.remaining()).toBe(10 - SUB_COST)
+
+    const refused = subscribeWs(client, ticksQuery(2))
+    // graphql-ws: the refusal is a single `next` result, then `complete` (there is no HTTP status to carry).
+    expect(await within(refused.ended, 5_000, 'the refused subscription')).toBeUndefined()
+    expect(refused.results).toHaveLength(1)
+    const error = refusalOf(refused.results[0])
+    expect(error.extensions.code).toBe('RATE_LIMITED')
+    expect(typeof error.extensions.retryAfter).toBe('number')
+    expect(Number.isInteger(error.extensions.retryAfter)).toBe(true)
+    // 4 units short at 1 unit per 1000 s.
+    expect(error.extensions.retryAfter).toBe(4000)
+    expect(error.extensions.cost).toBe(SUB_COST)
+    expect(error.message).toMatch(/budget is spent/)
+    expect(refused.results[0]?.extensions).toEqual({ cost: { requestedQueryCost: SUB_COST } })
+
+    // The resolver ran for the paid subscription only; the denial spent nothing.
+    expect(h.runs).toEqual({ subscribes: 1, events: 2, active: 0 })
+    expect(await h.remaining()).toBe(10 - SUB_COST)
+  })
+
+  it('refuses a subscription that costs more than the budget can ever hold', async () => {
+    const h = await start({ capacity: SUB_COST - 1 })
+    const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(1))
+    expect(await within(op.ended, 5_000, 'the refused subscription')).toBeUndefined()
+    const error = refusalOf(op.results[0])
+    expect(error.extensions.code).toBe('RATE_LIMITED')
+    expect(typeof error.extensions.retryAfter).toBe('number')
+    expect(error.message).toBe(
+      `The operation costs ${SUB_COST}, more than the budget can ever hold (${SUB_COST - 1}).`,
+    )
+    expect(h.runs.subscribes).toBe(0)
+    expect(await h.remaining()).toBe(SUB_COST - 1)
+  })
+
+  it('costPerEvent: a budget that pays the subscription and 3 events turns events 4 and 5 into RATE_LIMITED', async () => {
+    const perEvent = 2
+    const paidEvents = 3
+    const h = await start({
+      capacity: SUB_COST + perEvent * paidEvents,
+      subscriptions: { costPerEvent: perEvent },
+    })
+    const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(5))
+    // The subscription stays open through the refused events and completes normally.
+    expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
+
+    expect(op.results).toHaveLength(5)
+    expect(op.results.slice(0, paidEvents)).toEqual([tick(1), tick(2), tick(3)])
+    for (const result of op.results.slice(paidEvents)) {
+      const error = refusalOf(result)
+      expect(error.extensions.code).toBe('RATE_LIMITED')
+      expect(typeof error.extensions.retryAfter).toBe('number')
+      // 2 units short at 1 unit per 1000 s.
+      expect(error.extensions.retryAfter).toBe(2000)
+      expect(error.extensions.cost).toBe(perEvent)
+      expect(error.message).toBe('The budget is spent; this event was not delivered.')
+    }
+    // The resolver produced all 5 events; only 3 were paid for, and the refused ones spent nothing.
+    expect(h.runs).toEqual({ subscribes: 1, events: 5, active: 0 })
+    expect(await h.remaining()).toBe(0)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// 4, 6. graphql-ws: maxPerIdentity, on a MemoryStore and a RedisStore
+// ---------------------------------------------------------------------------------------------------------------
+
+describe.each(['memory', 'redis'] as const)('graphql-ws: maxPerIdentity 2 on a %s store', (kind) => {
+  let fixture: StoreFixture | undefined
+
+  afterAll(async () => {
+    await fixture?.close()
+  })
+
+  async function setup(capacity = 1000, leaseMs = 60_000) {
+    fixture ??= await createStore(kind)
+    const store = fixture.store
+    // A limiter name unique per test: the store outlives the test.
+    const name = `sub${++serial}`
+    const h = await start({ capacity, store, name, subscriptions: { maxPerIdentity: 2, leaseMs } })
+    // The plugin's leases live in `store` under `${name}:subscriptions`; this reads them without taking one.
+    const leases = concurrencyLimit({ name: `${name}:subscriptions`, store, max: 2, leaseMs })
+    const held = async () => 2 - (await leases.peek(IDENTITY)).remaining
+    return { h, held }
+  }
+
+  it('refuses a third concurrent subscription with SUBSCRIPTION_LIMIT_EXCEEDED; unsubscribe and completion free a slot', async () => {
+    const { h, held } = await setup()
+    const client = wsClient(h.wsUrl)
+
+    const a = subscribeWs(client, ticksQuery(100_000, 20))
+    const b = subscribeWs(client, ticksQuery(100_000, 20))
+    await waitFor('first events of two subscriptions', () => a.results.length > 0 && b.results.length > 0)
+    expect(await held()).toBe(2)
+
+    const c = subscribeWs(client, ticksQuery(1))
+    expect(await within(c.ended, 5_000, 'the refused subscription')).toBeUndefined()
+    expect(c.results).toHaveLength(1)
+    const error = refusalOf(c.results[0])
+    expect(error.extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+    expect(typeof error.extensions.retryAfter).toBe('number')
+    expect(error.extensions.retryAfter).toBeGreaterThanOrEqual(1)
+    expect(error.extensions.limit).toBe(2)
+    expect(h.runs.subscribes).toBe(2)
+    expect(await held()).toBe(2)
+
+    // The client unsubscribes a: its generator stops and its lease is released.
+    a.unsubscribe()
+    await waitFor(
+      'the lease of the unsubscribed subscription to be released',
+      async () => (await held()) === 1,
+    )
+    await waitFor('the unsubscribed generator to stop', () => h.runs.active === 1)
+
+    // A subscription that completes by itself (2 events) is admitted, and frees its lease when it completes.
+    const d = subscribeWs(client, ticksQuery(2))
+    expect(await within(d.ended, 5_000, 'the admitted subscription')).toBeUndefined()
+    expect(d.results).toEqual([tick(1), tick(2)])
+    await waitFor('the lease of the completed subscription to be released', async () => (await held()) === 1)
+
+    // So two can be open again (b and e), and a fourth concurrent one is refused again.
+    const e = subscribeWs(client, ticksQuery(100_000, 20))
+    await waitFor('the first event of e', () => e.results.length > 0)
+    expect(await held()).toBe(2)
+    const f = subscribeWs(client, ticksQuery(1))
+    expect(await within(f.ended, 5_000, 'the refused subscription f')).toBeUndefined()
+    expect(refusalOf(f.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+    expect(h.runs.subscribes).toBe(4)
+
+    // Closing the connection ends b and e and releases both.
+    await client.dispose()
+    await waitFor('every lease to be released after the connection closed', async () => (await held()) === 0)
+    await waitFor('every generator to stop', () => h.runs.active === 0)
+  })
+
+  it('counts leases per identity across connections', async () => {
+    const { h, held } = await setup()
+    const one = subscribeWs(wsClient(h.wsUrl), ticksQuery(100_000, 20))
+    const two = subscribeWs(wsClient(h.wsUrl), ticksQuery(100_000, 20))
+    await waitFor('first events on both connections', () => one.results.length > 0 && two.results.length > 0)
+    const three = subscribeWs(wsClient(h.wsUrl), ticksQuery(1))
+    expect(await within(three.ended, 5_000, 'the refused subscription')).toBeUndefined()
+    expect(refusalOf(three.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+    expect(await held()).toBe(2)
+    one.unsubscribe()
+    two.unsubscribe()
+    await waitFor('both leases to be released', async () => (await held()) === 0)
+  })
+
+  it('renews the leases of live subscriptions past leaseMs', async () => {
+    const leaseMs = 450
+    const { h, held } = await setup(1000, leaseMs)
+    const client = wsClient(h.wsUrl)
+    const a = subscribeWs(client, ticksQuery(100_000, 20))
+    const b = subscribeWs(client, ticksQuery(100_000, 20))
+    await waitFor('first events of two subscriptions', () => a.results.length > 0 && b.results.length > 0)
+    // Over two lease lifetimes: unrenewed leases would have expired.
+    await sleep(1_000)
+    expect(await held()).toBe(2)
+    const c = subscribeWs(client, ticksQuery(1))
+    expect(await within(c.ended, 5_000, 'the refused subscription')).toBeUndefined()
+    const error = refusalOf(c.results[0])
+    expect(error.extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+    expect(error.extensions.retryAfter).toBe(1)
+    a.unsubscribe()
+    b.unsubscribe()
+    await waitFor('both leases to be released', async () => (await held()) === 0)
+    await waitFor('both generators to stop', () => h.runs.active === 0)
+  })
+
+  it('a subscription refused for its lease is not charged to the budget', async () => {
+    const { h } = await setup(100)
+    const client = wsClient(h.wsUrl)
+    const a = subscribeWs(client, ticksQuery(100_000, 20))
+    const b = subscribeWs(client, ticksQuery(100_000, 20))
+    await waitFor('first events of two subscriptions', () => a.results.length > 0 && b.results.length > 0)
+    expect(await h.remaining()).toBe(100 - 2 * SUB_COST)
+
+    const c = subscribeWs(client, ticksQuery(1))
+    expect(await within(c.ended, 5_000, 'the refused subscription')).toBeUndefined()
+    expect(refusalOf(c.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+    // The operation did not run: like every other refusal, it spends nothing.
+    expect(await h.remaining()).toBe(100 - 2 * SUB_COST)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// onOperation
+// ---------------------------------------------------------------------------------------------------------------
+
+describe('graphql-ws: onOperation', () => {
+  it('reports every subscription once: admitted, refused for its budget, refused for its lease', async () => {
+    const h = await start({ capacity: 3 * SUB_COST, subscriptions: { maxPerIdentity: 1 } })
+    const client = wsClient(h.wsUrl)
+    const held = subscribeWs(client, ticksQuery(100_000, 20))
+    await waitFor('the first event', () => held.results.length > 0)
+    const leaseRefused = subscribeWs(client, ticksQuery(1))
+    expect(await within(leaseRefused.ended, 5_000, 'the lease refusal')).toBeUndefined()
+    expect(refusalOf(leaseRefused.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+    held.unsubscribe()
+    await waitFor('the generator to stop', () => h.runs.active === 0)
+    // Spend the rest of the budget whatever the lease refusal cost, then be refused for the budget.
+    await h.limiter.consume(IDENTITY, await h.remaining())
+    const budgetRefused = subscribeWs(client, ticksQuery(1))
+    expect(await within(budgetRefused.ended, 5_000, 'the budget refusal')).toBeUndefined()
+    expect(refusalOf(budgetRefused.results[0]).extensions.code).toBe('RATE_LIMITED')
+
+    const subscription = { operationName: 'Ticks', operationType: 'subscription', requestedCost: SUB_COST }
+    expect(h.events).toEqual([
+      expect.objectContaining({ ...subscription, refused: undefined }),
+      expect.objectContaining({ ...subscription, refused: 'SUBSCRIPTION_LIMIT_EXCEEDED' }),
+      expect.objectContaining({ ...subscription, refused: 'RATE_LIMITED' }),
+    ])
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// 5. SSE through Yoga
+// ---------------------------------------------------------------------------------------------------------------
+
+describe('SSE through Yoga', () => {
+  it('charges the subscription its cost at subscribe', async () => {
+    const h = await start({ capacity: 100 })
+    const stream = await subscribeSse(h.httpUrl, ticksQuery(3))
+    expect(stream.status).toBe(200)
+    expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/)
+    await within(stream.ended, 5_000, 'the stream to end')
+
+    expect(stream.results).toEqual([tick(1), tick(2), tick(3)])
+    expect(stream.events.map((event) => event.event)).toEqual(['next', 'next', 'next', 'complete'])
+    expect(h.runs).toEqual({ subscribes: 1, events: 3, active: 0 })
+    expect(await h.remaining()).toBe(100 - SUB_COST)
+
+    // A following query over HTTP sees the same budget (same client IP, same identity).
+    const response = await fetch(h.httpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+      body: JSON.stringify({ query: '{ budget }' }),
+    })
+    expect(response.status).toBe(200)
+    const body = (await response.json()) as ExecutionResult & {
+      extensions: { cost: { throttleStatus: { currentlyAvailable: number } } }
+    }
+    expect(body.extensions.cost.throttleStatus.currentlyAvailable).toBe(100 - SUB_COST)
+  })
+
+  it('refuses a subscription over budget: HTTP 429 with Retry-After, one RATE_LIMITED event, no resolver run', async () => {
+    const h = await start({ capacity: 10 })
+    const paid = await subscribeSse(h.httpUrl, ticksQuery(1))
+    await within(paid.ended, 5_000, 'the paid stream')
+    expect(paid.results).toEqual([tick(1)])
+
+    const refused = await subscribeSse(h.httpUrl, ticksQuery(1))
+    await within(refused.ended, 5_000, 'the refused stream')
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get('retry-after')).toBe('4000')
+    expect(refused.headers.get('content-type')).toMatch(/^text\/event-stream/)
+    expect(refused.events.map((event) => event.event)).toEqual(['next', 'complete'])
+    const error = refusalOf(refused.results[0])
+    expect(error.extensions.code).toBe('RATE_LIMITED')
+    expect(error.extensions.retryAfter).toBe(4000)
+    // Yoga strips its own `http` extension from what it sends.
+    expect(error.extensions.http).toBeUndefined()
+
+    expect(h.runs.subscribes).toBe(1)
+    expect(await h.remaining()).toBe(10 - SUB_COST)
+  })
+
+  it('costPerEvent over SSE: event N+1 is a RATE_LIMITED error', async () => {
+    const h = await start({ capacity: SUB_COST + 2, subscriptions: { costPerEvent: 1 } })
+    const stream = await subscribeSse(h.httpUrl, ticksQuery(3))
+    await within(stream.ended, 5_000, 'the stream to end')
+    expect(stream.status).toBe(200)
+    expect(stream.results.slice(0, 2)).toEqual([tick(1), tick(2)])
+    expect(stream.results).toHaveLength(3)
+    expect(refusalOf(stream.results[2]).extensions.code).toBe('RATE_LIMITED')
+    expect(await h.remaining()).toBe(0)
+  })
+
+  it('maxPerIdentity: the third stream is refused with 429; aborting a stream releases its lease', async () => {
+    const fixture = await createStore('memory')
+    cleanups.push(() => fixture.close())
+    const store = fixture.store
+    const h = await start({ capacity: 1000, store, name: 'sse', subscriptions: { maxPerIdentity: 2 } })
+    const leases = concurrencyLimit({ name: 'sse:subscriptions', store, max: 2, leaseMs: 60_000 })
+    const held = async () => 2 - (await leases.peek(IDENTITY)).remaining
+
+    const a = await subscribeSse(h.httpUrl, ticksQuery(100_000, 20))
+    const b = await subscribeSse(h.httpUrl, ticksQuery(100_000, 20))
+    await waitFor('first events of two streams', () => a.results.length > 0 && b.results.length > 0)
+    expect(await held()).toBe(2)
+
+    const c = await subscribeSse(h.httpUrl, ticksQuery(1))
+    await within(c.ended, 5_000, 'the refused stream')
+    expect(c.status).toBe(429)
+    expect(Number(c.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+    expect(refusalOf(c.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+    expect(h.runs.subscribes).toBe(2)
+
+    // The client goes away: the server cancels the stream, stops the generator and releases the lease.
+    a.abort()
+    await waitFor('the aborted stream to release its lease', async () => (await held()) === 1)
+    await waitFor('the aborted stream to stop its generator', () => h.runs.active === 1)
+    const d = await subscribeSse(h.httpUrl, ticksQuery(1))
+    await within(d.ended, 5_000, 'the admitted stream')
+    expect(d.status).toBe(200)
+    expect(d.results).toEqual([tick(1)])
+    b.abort()
+    await waitFor('every lease to be released', async () => (await held()) === 0)
+  })
+})
