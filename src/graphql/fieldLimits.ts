@@ -108,6 +108,11 @@ export class FieldLimits {
     return undefined
   }
 
+  /** Reads the schema's `@rateLimit` directives now, so a malformed one throws at startup. */
+  validate(schema: GraphQLSchema): void {
+    this.limits(schema)
+  }
+
   private limits(schema: GraphQLSchema): ReadonlyMap<string, LimitedField> {
     let limits = this.bySchema.get(schema)
     if (limits !== undefined) return limits

@@ -131,10 +131,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     // An HTTP batch is judged by the sum of its operations' costs.
     const request = context.request as object | undefined
     let judgedCost = cost
-    if (request !== undefined) {
-      judgedCost = (batchCosts.get(request) ?? 0) + cost
-      batchCosts.set(request, judgedCost)
-    }
+    if (request !== undefined) judgedCost = (batchCosts.get(request) ?? 0) + cost
     if (judgedCost > config.maxCost) {
       const message =
         judgedCost === cost
@@ -147,6 +144,8 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         limitDetails(config, { cost: judgedCost, maxCost: config.maxCost }),
       )
       if (refuse(error, cost)) return undefined
+    } else if (request !== undefined) {
+      batchCosts.set(request, judgedCost) // a refused operation does not count toward its batch
     }
 
     const pendingFieldCheck = fieldLimits.check(
@@ -171,16 +170,14 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
 
     const limiter = await config.limiter(context)
     const identity = await config.identify(context)
+    // A free operation is never refused; the peek only feeds the headers and throttleStatus.
     const decision = cost > 0 ? await limiter.consume(identity, cost) : await limiter.peek(identity)
-    if (!decision.allowed) {
+    if (!decision.allowed && cost > 0) {
       const message =
         cost > limiter.limit
           ? `The operation costs ${cost}, more than the budget can ever hold (${limiter.limit}).`
           : `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
       const error = rateLimited(config, message, decision, limiter, limitDetails(config, { cost }))
-      if (request !== undefined && config.headers) {
-        responseHeaders.set(request, rateLimitHeaders(decision, limiter.policy))
-      }
       if (refuse(error, cost, decision)) return undefined
     }
     return { input, operation, cost, limiter, identity, decision, wouldRefuse }
@@ -211,10 +208,20 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     })
     const request = context.request as object | undefined
     if (request !== undefined && config.headers) {
-      responseHeaders.set(
-        request,
-        rateLimitHeaders({ ...decision, remaining: Math.floor(currentlyAvailable) }, limiter.policy),
-      )
+      // The headers describe the budget after the refund; a bucket refilled by `refund` is full that much sooner.
+      // In dry-run the operation ran: no Retry-After, whatever the decision.
+      const resetMs =
+        limiter.algorithm === 'tokenBucket'
+          ? Math.max(0, decision.resetMs - Math.floor((refund * 1000) / limiter.restorePerSecond))
+          : decision.resetMs
+      const after = {
+        ...decision,
+        allowed: true,
+        retryAfterMs: 0,
+        resetMs,
+        remaining: Math.floor(currentlyAvailable),
+      }
+      responseHeaders.set(request, rateLimitHeaders(after, limiter.policy))
     }
     if (!config.costExtension) return result
     const extension: CostExtension = { requestedQueryCost: cost, actualQueryCost: actual }
@@ -230,6 +237,13 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   }
 
   return {
+    onSchemaChange({ schema }) {
+      // A `costs` coordinate or an @rateLimit that is wrong for this schema fails here, at startup (createYoga
+      // throws), rather than as a 500 on every request.
+      analyzer.model(schema)
+      fieldLimits.validate(schema)
+    },
+
     onRequestParse() {
       return {
         onRequestParseDone({ requestParserResult }) {
