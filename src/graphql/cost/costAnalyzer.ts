@@ -1,5 +1,6 @@
 import {
   type DocumentNode,
+  type FragmentDefinitionNode,
   GraphQLError,
   type GraphQLSchema,
   getVariableValues,
@@ -12,7 +13,8 @@ import { nonNegativeInteger, positiveInteger } from '../../core/validate.js'
 import { actualCost } from './actualCost.js'
 import { type CostMap, CostModel } from './costModel.js'
 import { type DocumentPlan, planDocument } from './documentPlan.js'
-import { type CostSettings, costEstimator, type EstimateRun } from './estimator.js'
+import { type CostSettings, costEstimator, type EstimateRun, type FieldPricing } from './estimator.js'
+import { type CostExplanation, explainTrace } from './explain.js'
 
 export interface CostAnalysisOptions {
   /** Weights and list sizes by schema coordinate, for schemas you cannot annotate with `@cost`/`@listSize`. */
@@ -136,7 +138,25 @@ export class CostAnalyzer {
     return entry
   }
 
-  private price(model: CostModel, plan: DocumentPlan, input: OperationInput): number {
+  /**
+   * The estimate with its per-field breakdown (what `tollbooth cost` prints): the same computation as
+   * `estimate()`, traced, never cached.
+   */
+  explain(input: OperationInput): CostExplanation {
+    const model = this.model(input.schema)
+    const operation = selectOperation(input.document, input.operationName)
+    if (operation === undefined) return { total: 0, fields: [] }
+    const trace: FieldPricing[] = []
+    const total = this.price(model, this.documentEntry(model, input.document).plan, input, trace)
+    const fragments = new Map<string, FragmentDefinitionNode>()
+    for (const definition of input.document.definitions) {
+      if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition)
+    }
+    const variables = coerceVariables(input.schema, operation, input.variables ?? {})
+    return explainTrace(operation, fragments, variables, trace, total)
+  }
+
+  private price(model: CostModel, plan: DocumentPlan, input: OperationInput, trace?: FieldPricing[]): number {
     const operation = selectOperation(input.document, input.operationName)
     if (operation === undefined) return 0
     const raw = input.variables ?? {}
@@ -147,6 +167,7 @@ export class CostAnalyzer {
       mutationType: input.schema.getMutationType(),
       variables: coerceVariables(input.schema, operation, raw),
       parentSizes: new Map(),
+      ...(trace === undefined ? {} : { trace }),
     }
     try {
       return getComplexity({

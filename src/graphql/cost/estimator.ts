@@ -21,6 +21,22 @@ export interface CostSettings {
   readonly introspectionCost: number
 }
 
+/** How one field was priced: the numbers behind `(weight + children) × multiplier + arguments + mutation`. */
+export interface FieldPricing {
+  readonly node: FieldNode
+  /** The parent type as graphql-query-complexity walked it (a fragment's type condition, or the field's parent). */
+  readonly parentType: string
+  readonly fieldName: string
+  readonly weight: number
+  readonly childrenCost: number
+  readonly multiplier: number
+  /** Where the multiplier came from, in words ("slicing argument first = 10", "assumedSize", …); none for 1. */
+  readonly sizeSource: string | undefined
+  readonly argumentsCost: number
+  readonly mutationCost: number
+  readonly total: number
+}
+
 /** State of one estimate, passed to the estimator as graphql-query-complexity's `context`. */
 export interface EstimateRun {
   readonly model: CostModel
@@ -30,7 +46,15 @@ export interface EstimateRun {
   /** Coerced variable values, to read a sizing parent's arguments. */
   readonly variables: Readonly<Record<string, unknown>>
   /** Size given by each sizing parent node, computed once per estimate. */
-  readonly parentSizes: Map<FieldNode, number>
+  readonly parentSizes: Map<FieldNode, ListSize>
+  /** When set, every priced field is recorded here in the order priced (children before their parent). */
+  readonly trace?: FieldPricing[]
+}
+
+/** A list size and where it came from. */
+interface ListSize {
+  readonly size: number
+  readonly source: string
 }
 
 /**
@@ -41,30 +65,59 @@ export interface EstimateRun {
  */
 export const costEstimator: ComplexityEstimator = (args: ComplexityEstimatorArgs): number => {
   const run = args.context as EstimateRun
+  const pricing = priceField(run, args)
+  run.trace?.push(pricing)
+  return pricing.total
+}
+
+function priceField(run: EstimateRun, args: ComplexityEstimatorArgs): FieldPricing {
   const { field, node } = args
-  if (field.name === '__typename') return 0
-  if (field.name === '__schema' || field.name === '__type') return run.settings.introspectionCost
+  const base = {
+    node,
+    parentType: args.type.name,
+    fieldName: field.name,
+    childrenCost: args.childComplexity,
+    argumentsCost: 0,
+    mutationCost: 0,
+    multiplier: 1,
+    sizeSource: undefined,
+  }
+  if (field.name === '__typename') return { ...base, weight: 0, total: 0 }
+  if (field.name === '__schema' || field.name === '__type') {
+    // A flat price: introspection reads the in-memory schema, and its depth is guarded separately.
+    const flat = run.settings.introspectionCost
+    return { ...base, weight: flat, childrenCost: 0, total: flat }
+  }
   const cost = run.model.field(args.type, field)
-  const multiplier = sizedByParent(run, node) ?? ownListSize(run, cost, field, args.args)
-  let total = (cost.weight + args.childComplexity) * multiplier
-  total += weightedInputCost(cost.weightedArguments, args.args)
-  if (args.type === run.mutationType) total += run.settings.mutationCost
-  return total
+  const size = sizedByParent(run, node) ?? ownListSize(run, cost, field, args.args)
+  const multiplier = size?.size ?? 1
+  const argumentsCost = weightedInputCost(cost.weightedArguments, args.args)
+  const mutationCost = args.type === run.mutationType ? run.settings.mutationCost : 0
+  return {
+    ...base,
+    weight: cost.weight,
+    multiplier,
+    sizeSource: size?.source,
+    argumentsCost,
+    mutationCost,
+    total: (cost.weight + args.childComplexity) * multiplier + argumentsCost + mutationCost,
+  }
 }
 
 /** A field named in a parent's `sizedFields` takes the parent's size (the largest, when several parents). */
-function sizedByParent(run: EstimateRun, node: FieldNode): number | undefined {
+function sizedByParent(run: EstimateRun, node: FieldNode): ListSize | undefined {
   const parents = run.plan.sizingParents.get(node)
   if (parents === undefined) return undefined
-  let largest = 0
+  let largest: ListSize | undefined
   for (const parent of parents) {
     let size = run.parentSizes.get(parent.node)
     if (size === undefined) {
       const parentArgs = getArgumentValues(parent.field, parent.node, run.variables)
-      size = sliceSize(parent.cost.listSize, parentArgs) ?? run.settings.defaultListSize
+      const own = listSizeOf(run, parent.cost.listSize, parentArgs)
+      size = { size: own.size, source: `sizedFields of ${parent.field.name}: ${own.source}` }
       run.parentSizes.set(parent.node, size)
     }
-    largest = Math.max(largest, size)
+    if (largest === undefined || size.size > largest.size) largest = size
   }
   return largest
 }
@@ -74,29 +127,33 @@ function ownListSize(
   cost: FieldCost,
   field: GraphQLField<unknown, unknown>,
   args: Record<string, unknown>,
-): number {
+): ListSize | undefined {
   const depth = listDepth(field.type)
   // A connection (sizedFields) is one object; the size goes to its children.
-  if (depth === 0 || cost.listSize?.sizedFields !== undefined) return 1
-  const size = sliceSize(cost.listSize, args) ?? run.settings.defaultListSize
+  if (depth === 0 || cost.listSize?.sizedFields !== undefined) return undefined
+  const size = listSizeOf(run, cost.listSize, args)
   // [[T]] without a slicing argument: every level may hold that many items.
-  return depth === 1 ? size : size ** depth
+  return depth === 1 ? size : { size: size.size ** depth, source: `${size.source}, ^${depth} (nested lists)` }
 }
 
-/** The largest slicing argument given (schema defaults count as given), else `assumedSize`. */
-export function sliceSize(
+/** The largest slicing argument given (schema defaults count as given), else `assumedSize`, else the default. */
+function listSizeOf(
+  run: EstimateRun,
   listSize: ResolvedListSize | undefined,
   args: Readonly<Record<string, unknown>>,
-): number | undefined {
-  if (listSize === undefined) return undefined
-  let largest: number | undefined
-  for (const path of listSize.slicingArguments) {
+): ListSize {
+  let largest: ListSize | undefined
+  for (const path of listSize?.slicingArguments ?? []) {
     let value: unknown = args
     for (const key of path) value = (value as Record<string, unknown> | null | undefined)?.[key]
     // A negative slice returns nothing; a fraction cannot be given (Int).
-    if (typeof value === 'number' && Number.isFinite(value)) largest = Math.max(largest ?? 0, value, 0)
+    if (typeof value === 'number' && Number.isFinite(value) && (largest === undefined || value > largest.size)) {
+      largest = { size: Math.max(value, 0), source: `slicing argument ${path.join('.')} = ${value}` }
+    }
   }
-  return largest ?? listSize.assumedSize
+  if (largest !== undefined) return largest
+  if (listSize?.assumedSize !== undefined) return { size: listSize.assumedSize, source: 'assumedSize' }
+  return { size: run.settings.defaultListSize, source: 'defaultListSize' }
 }
 
 function listDepth(type: GraphQLType): number {

@@ -1,0 +1,199 @@
+import { readFile } from 'node:fs/promises'
+import { resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { parseArgs } from 'node:util'
+import {
+  buildSchema,
+  type DocumentNode,
+  GraphQLError,
+  type GraphQLSchema,
+  parse,
+  Source,
+  specifiedRules,
+  validate,
+} from 'graphql'
+import { type CostAnalysisOptions, CostAnalyzer, selectOperation } from '../graphql/cost/costAnalyzer.js'
+import type { CostExplanation, FieldExplanation } from '../graphql/cost/explain.js'
+import { costDirectivesTypeDefs } from '../graphql/index.js'
+import type { CliIo } from './io.js'
+
+const USAGE =
+  'Usage: tollbooth cost --schema <schema.graphql> <query.graphql> [--variables <vars.json>] ' +
+  '[--operation <name>] [--config <config.js|.mjs|.json>] [--json]\n'
+
+/** A user-facing failure: printed as is, exit code 1. */
+class InputError extends Error {}
+
+/**
+ * `tollbooth cost`: prices a query exactly as `useTollbooth` would charge it (same analyzer, same options) and
+ * prints the total with a per-field breakdown. Exit codes: 0 priced, 1 bad input (file, schema, query,
+ * variables), 2 bad usage.
+ */
+export async function runCost(argv: string[], io: CliIo): Promise<number> {
+  let parsed: ReturnType<typeof parseCostArgs>
+  try {
+    parsed = parseCostArgs(argv)
+  } catch (error) {
+    io.stderr.write(`${(error as Error).message}\n${USAGE}`)
+    return 2
+  }
+  try {
+    const { values, queryFile } = parsed
+    const options = values.config === undefined ? {} : await loadConfig(values.config)
+    const schema = await loadSchema(values.schema)
+    const document = await loadQuery(queryFile, schema)
+    const variables = values.variables === undefined ? {} : await loadVariables(values.variables)
+    if (selectOperation(document, values.operation) === undefined) {
+      throw new InputError(
+        values.operation === undefined
+          ? `${queryFile}: the document holds several operations; pick one with --operation <name>`
+          : `${queryFile}: no operation named "${values.operation}"`,
+      )
+    }
+    const analyzer = new CostAnalyzer(options)
+    let explanation: CostExplanation
+    try {
+      explanation = analyzer.explain({ schema, document, operationName: values.operation, variables })
+    } catch (error) {
+      if (error instanceof GraphQLError)
+        throw new InputError(`${values.variables ?? 'variables'}: ${error.message}`)
+      throw error
+    }
+    io.stdout.write(
+      values.json ? `${JSON.stringify(explanation, null, 2)}\n` : formatExplanation(explanation),
+    )
+    return 0
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error)
+    io.stderr.write(`tollbooth cost: ${message}\n`)
+    return 1
+  }
+}
+
+function parseCostArgs(argv: string[]) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      schema: { type: 'string' },
+      variables: { type: 'string' },
+      operation: { type: 'string' },
+      config: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  })
+  if (values.schema === undefined) throw new Error('--schema <schema.graphql> is required')
+  const [queryFile, ...extra] = positionals
+  if (queryFile === undefined) throw new Error('a query file is required')
+  if (extra.length > 0) throw new Error(`unexpected arguments: ${extra.join(' ')}`)
+  return { values: { ...values, schema: values.schema, json: values.json === true }, queryFile }
+}
+
+async function readText(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8')
+  } catch (error) {
+    throw new InputError(
+      `${file}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`,
+    )
+  }
+}
+
+/** Builds the schema; the cost directives are added when the SDL uses them without declaring them. */
+async function loadSchema(file: string): Promise<GraphQLSchema> {
+  const sdl = await readText(file)
+  const declaresDirectives = /directive\s+@(cost|listSize)\b/.test(sdl)
+  try {
+    return buildSchema(new Source(declaresDirectives ? sdl : `${sdl}\n${costDirectivesTypeDefs}`, file))
+  } catch (error) {
+    throw new InputError(located(file, error))
+  }
+}
+
+async function loadQuery(file: string, schema: GraphQLSchema): Promise<DocumentNode> {
+  const text = await readText(file)
+  let document: DocumentNode
+  try {
+    document = parse(new Source(text, file))
+  } catch (error) {
+    throw new InputError(located(file, error))
+  }
+  const errors = validate(schema, document, specifiedRules)
+  if (errors.length > 0) throw new InputError(errors.map((error) => located(file, error)).join('\n'))
+  return document
+}
+
+async function loadVariables(file: string): Promise<Record<string, unknown>> {
+  const text = await readText(file)
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (error) {
+    throw new InputError(`${file}: not valid JSON (${(error as Error).message})`)
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new InputError(`${file}: variables must be a JSON object`)
+  }
+  return value as Record<string, unknown>
+}
+
+/**
+ * The cost options of the plugin (`costs`, `defaultListSize`, `mutationCost`, …) from a module's default
+ * export or a JSON file: the same object you pass to `useTollbooth`, so the price printed is the price charged.
+ */
+async function loadConfig(file: string): Promise<CostAnalysisOptions> {
+  let config: unknown
+  if (file.endsWith('.json')) {
+    try {
+      config = JSON.parse(await readText(file))
+    } catch (error) {
+      if (error instanceof InputError) throw error
+      throw new InputError(`${file}: not valid JSON (${(error as Error).message})`)
+    }
+  } else {
+    try {
+      const module = (await import(pathToFileURL(resolve(file)).href)) as { default?: unknown }
+      config = module.default
+    } catch (error) {
+      throw new InputError(`${file}: could not be loaded (${(error as Error).message})`)
+    }
+  }
+  if (config === null || typeof config !== 'object') {
+    throw new InputError(`${file}: must export (default) an object of useTollbooth cost options`)
+  }
+  return config as CostAnalysisOptions
+}
+
+/** `file:line:column: message` for a GraphQL error, as editors link it. */
+function located(file: string, error: unknown): string {
+  if (!(error instanceof GraphQLError)) return `${file}: ${(error as Error).message}`
+  const location = error.locations?.[0]
+  return location === undefined
+    ? `${file}: ${error.message}`
+    : `${file}:${location.line}:${location.column}: ${error.message}`
+}
+
+/** The breakdown as an indented tree, one field per line, with the arithmetic behind each number. */
+export function formatExplanation(explanation: CostExplanation): string {
+  const lines = [`total cost: ${explanation.total}`]
+  const write = (fields: readonly FieldExplanation[], depth: number): void => {
+    for (const field of fields) {
+      lines.push(
+        `${'  '.repeat(depth + 1)}${field.parentType}.${field.field}  ${field.total}${arithmetic(field)}`,
+      )
+      write(field.children, depth + 1)
+    }
+  }
+  write(explanation.fields, 0)
+  return `${lines.join('\n')}\n`
+}
+
+function arithmetic(field: FieldExplanation): string {
+  if (field.total === 0) return ''
+  const inner = field.childrenCost > 0 ? `(${field.weight} + ${field.childrenCost})` : `${field.weight}`
+  let text = field.multiplier === 1 ? inner : `${field.multiplier} × ${inner}`
+  if (field.argumentsCost > 0) text += ` + ${field.argumentsCost} arguments`
+  if (field.mutationCost > 0) text += ` + ${field.mutationCost} mutation`
+  const source = field.sizeSource === undefined ? '' : `  [size: ${field.sizeSource}]`
+  return `  = ${text}${source}`
+}

@@ -1,0 +1,134 @@
+/**
+ * `npx tollbooth cost`, spawned as a user runs it (the package's bin, built by `pretest`), against the fixtures in
+ * test/fixtures/cost/. Every expected number is worked out by hand from the cost model in the README.
+ */
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+
+const REPO_ROOT = fileURLToPath(new URL('../../..', import.meta.url))
+const FIXTURES = 'test/fixtures/cost'
+
+interface Run {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+function tollbooth(...args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      'npx',
+      ['--no-install', 'tollbooth', ...args],
+      { cwd: REPO_ROOT, timeout: 20_000 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1
+        resolve({ code, stdout, stderr })
+      },
+    )
+  })
+}
+
+describe('npx tollbooth cost', () => {
+  it('prints the total and the per-field breakdown with where each list size came from', async () => {
+    const run = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/schema.graphql`,
+      `${FIXTURES}/query.graphql`,
+      '--variables',
+      `${FIXTURES}/variables.json`,
+    )
+    expect(run.stderr).toBe('')
+    expect(run.code).toBe(0)
+    const lines = run.stdout.trimEnd().split('\n')
+    // users(first: $n = 7): 7 × (User 1 + friends(first: 2) 2 × (User 1 + name 0)) = 7 × (1 + 2) = 21
+    // repo: 1 + issues (connection 1 + pageInfo 1 + edges 5 × (edge 1 + node (Issue 1 + author @cost 3))) = 1 + 27
+    // total 21 + 28 = 49
+    expect(lines[0]).toBe('total cost: 49')
+    expect(lines).toContain('  Query.users(first: $n)  21  = 7 × (1 + 2)  [size: slicing argument first = 7]')
+    expect(lines).toContain('    User.friends(first: 2)  2  = 2 × 1  [size: slicing argument first = 2]')
+    expect(lines).toContain('      IssueConnection.pageInfo  1  = 1')
+    expect(lines).toContain(
+      '      IssueConnection.edges  25  = 5 × (1 + 4)  [size: sizedFields of issues: slicing argument first = 5]',
+    )
+    expect(lines).toContain('          Issue.author  3  = 3')
+  })
+
+  it('--json gives the same numbers as a tree', async () => {
+    const run = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/schema.graphql`,
+      `${FIXTURES}/query.graphql`,
+      '--json',
+    )
+    expect(run.code).toBe(0)
+    const explanation = JSON.parse(run.stdout) as {
+      total: number
+      fields: { field: string; total: number; multiplier: number; sizeSource?: string; children: unknown[] }[]
+    }
+    // Without variables, users takes its schema default first = 20: 20 × (1 + 2) = 60; 60 + 28 = 88
+    expect(explanation.total).toBe(88)
+    expect(explanation.fields.map((f) => [f.field, f.total, f.multiplier, f.sizeSource])).toEqual([
+      ['users(first: $n)', 60, 20, 'slicing argument first = 20'],
+      ['repo(name: "x")', 28, 1, undefined],
+    ])
+  })
+
+  it('--config applies the same cost options the plugin would get', async () => {
+    const run = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/schema.graphql`,
+      `${FIXTURES}/query.graphql`,
+      '--config',
+      `${FIXTURES}/config.mjs`,
+      '--json',
+    )
+    expect(run.stderr).toBe('')
+    const explanation = JSON.parse(run.stdout) as { total: number }
+    // author 10 (options win over SDL): edges 5 × (1 + (1 + 10)) = 60, issues 1 + pageInfo 1 + 60 = 62, repo 63;
+    // users 60 (first defaults to 20): total 123
+    expect(explanation.total).toBe(123)
+  })
+
+  it('points at file, line and column when the query does not validate or parse', async () => {
+    const invalid = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/schema.graphql`,
+      `${FIXTURES}/invalid-query.graphql`,
+    )
+    expect(invalid.code).toBe(1)
+    expect(invalid.stderr).toBe(
+      `tollbooth cost: ${FIXTURES}/invalid-query.graphql:2:11: Cannot query field "nope" on type "User". Did you mean "name"?\n`,
+    )
+    const syntax = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/schema.graphql`,
+      `${FIXTURES}/syntax-error.graphql`,
+    )
+    expect(syntax.code).toBe(1)
+    expect(syntax.stderr).toBe(
+      `tollbooth cost: ${FIXTURES}/syntax-error.graphql:2:10: Syntax Error: Expected Name, found "{".\n`,
+    )
+  })
+
+  it('reports a schema that does not build, a missing file and bad usage', async () => {
+    const schemaAsQuery = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/query.graphql`,
+      `${FIXTURES}/query.graphql`,
+    )
+    expect(schemaAsQuery.code).toBe(1)
+    expect(schemaAsQuery.stderr).toMatch(/^tollbooth cost: test\/fixtures\/cost\/query\.graphql/)
+    const missing = await tollbooth('cost', '--schema', `${FIXTURES}/schema.graphql`, 'nope.graphql')
+    expect(missing).toMatchObject({ code: 1, stderr: 'tollbooth cost: nope.graphql: no such file\n' })
+    const usage = await tollbooth('cost', `${FIXTURES}/query.graphql`)
+    expect(usage.code).toBe(2)
+    expect(usage.stderr).toMatch(/^--schema <schema.graphql> is required\nUsage: tollbooth cost/)
+  })
+})
