@@ -17,15 +17,10 @@ interface Run {
 
 function tollbooth(...args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(
-      'npx',
-      ['--no-install', 'tollbooth', ...args],
-      { cwd: REPO_ROOT, timeout: 20_000 },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1
-        resolve({ code, stdout, stderr })
-      },
-    )
+    execFile('npx', ['tollbooth', ...args], { cwd: REPO_ROOT, timeout: 20_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1
+      resolve({ code, stdout, stderr })
+    })
   })
 }
 
@@ -102,7 +97,7 @@ describe('npx tollbooth cost', () => {
     )
     expect(invalid.code).toBe(1)
     expect(invalid.stderr).toBe(
-      `tollbooth cost: ${FIXTURES}/invalid-query.graphql:2:11: Cannot query field "nope" on type "User". Did you mean "name"?\n`,
+      `tollbooth cost: ${FIXTURES}/invalid-query.graphql:3:5: Cannot query field "nope" on type "User". Did you mean "name"?\n`,
     )
     const syntax = await tollbooth(
       'cost',
