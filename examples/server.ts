@@ -1,0 +1,520 @@
+/**
+ * `npm start` — tollbooth's example server. One process, one port:
+ *
+ *   /graphql  GraphQL through Yoga: HTTP (GET and POST), SSE and graphql-ws; GraphiQL in a browser
+ *   /chat     a plain `ws` chat (text in, JSON out, broadcast to everyone, also seen by `subscription { messageAdded }`)
+ *   /metrics  Prometheus text (tollbooth/metrics on prom-client)
+ *
+ * Protection: a cost budget per user (per client IP when anonymous), depth/alias/token guards, `login` limited to 5
+ * per minute per IP and e-mail, concurrent subscriptions per identity, and on both WebSocket servers connections
+ * per identity, messages per second and message size.
+ *
+ * Environment: PORT (default 4000; 0 picks a free one) · REDIS_URL=redis://… keeps every limit in Redis ·
+ * REDIS_CLUSTER_NODES=host:port,host:port in a Redis Cluster · REDIS_PREFIX (default `tollbooth-example:`) ·
+ * KEY_SECRET (HMAC for the identities hashed into Redis keys; set it, identities include IP addresses).
+ *
+ * SIGTERM / SIGINT: stop accepting, close WebSockets with 1001, release leases, quit Redis, exit 0.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Duplex } from 'node:stream'
+import type { ExecutionArgs } from 'graphql'
+import type { ExecutionResult } from 'graphql-ws'
+import { useServer } from 'graphql-ws/use/ws'
+import { createYoga } from 'graphql-yoga'
+import { Cluster, Redis } from 'ioredis'
+import { collectDefaultMetrics, Registry } from 'prom-client'
+import { type WebSocket, WebSocketServer } from 'ws'
+import { useTollbooth } from '../src/graphql/index.js'
+import {
+  clientIp,
+  type FailPolicy,
+  ipKey,
+  MemoryStore,
+  type RateLimiter,
+  RedisStore,
+  type Store,
+  tokenBucket,
+} from '../src/index.js'
+import { createPrometheusMetrics } from '../src/metrics/index.js'
+import { protectWebSocketServer } from '../src/ws/index.js'
+import {
+  Chat,
+  createDemoSchema,
+  type DemoContext,
+  type DemoUser,
+  demoUsers,
+  userByToken,
+} from './demo-api.js'
+
+const port = Number(process.env.PORT ?? 4000)
+const redisUrl = process.env.REDIS_URL || undefined
+const clusterNodes = process.env.REDIS_CLUSTER_NODES || undefined
+const redisPrefix = process.env.REDIS_PREFIX || 'tollbooth-example:'
+const keySecret = process.env.KEY_SECRET || undefined
+
+// ---------------------------------------------------------------------------------------------------------------
+// Metrics and stores
+// ---------------------------------------------------------------------------------------------------------------
+
+const registry = new Registry()
+collectDefaultMetrics({ register: registry })
+const metrics = createPrometheusMetrics({ registry })
+
+/** The recommended ioredis settings (README, "Recommended ioredis settings"). */
+const client: Redis | Cluster | undefined = clusterNodes
+  ? new Cluster(parseNodes(clusterNodes), {
+      redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 1000 },
+      enableOfflineQueue: false,
+    })
+  : redisUrl
+    ? new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 1000 })
+    : undefined
+let lastRedisError = ''
+client?.on('error', (error: Error) => {
+  // ioredis reports every failed reconnection: say it once per distinct error.
+  if (error.message === lastRedisError) return
+  lastRedisError = error.message
+  console.error(`redis: ${error.message} (limiters answer by their fail policy meanwhile)`)
+})
+client?.on('ready', () => {
+  lastRedisError = ''
+})
+
+const redisStores: RedisStore[] = []
+/**
+ * A store for one part of the server. With Redis, each part gets its own key prefix on the one client: the two
+ * WebSocket protections name their internal limiters alike (`ws-connections`), so sharing a prefix would share caps.
+ */
+function storeFor(part: string, name: string): Store | undefined {
+  if (client === undefined) return part === '' ? new MemoryStore() : undefined // ws: a MemoryStore of its own
+  const store = new RedisStore({
+    client,
+    name,
+    prefix: `${redisPrefix}${part}`,
+    hooks: metrics.storeHooks,
+    ...(keySecret === undefined ? {} : { keySecret }),
+  })
+  metrics.watchStore(store)
+  redisStores.push(store)
+  return store
+}
+const store = storeFor('', 'redis') as Store
+const storeLabel = clusterNodes
+  ? `Redis Cluster (${clusterNodes})`
+  : redisUrl
+    ? `Redis (${redactUrl(redisUrl)})`
+    : 'memory (embedded; REDIS_URL or REDIS_CLUSTER_NODES switch to Redis)'
+
+// ---------------------------------------------------------------------------------------------------------------
+// Identity
+// ---------------------------------------------------------------------------------------------------------------
+
+const bearer = (value: string | null | undefined): string | undefined =>
+  value?.match(/^\s*Bearer\s+(\S+)\s*$/i)?.[1]
+
+/** The demo user of `Bearer <token>` (a header, or graphql-ws `connectionParams.authorization`), if any. */
+function userOf(authorization: unknown): DemoUser | undefined {
+  const token = typeof authorization === 'string' ? bearer(authorization) : undefined
+  return token === undefined ? undefined : userByToken(token)
+}
+
+/** The client IP: the socket address (this server trusts no proxy), IPv6 grouped by /64. */
+const ipIdentity = (req: IncomingMessage | undefined): string =>
+  `ip:${req === undefined ? 'unknown' : ipKey(clientIp(req))}`
+
+/**
+ * WebSocket upgrades: `authorization: Bearer <token>`, or `?token=<token>` (browsers cannot set headers on a
+ * WebSocket), else the client IP. An unknown token is refused with 401 before the upgrade.
+ */
+function upgradeIdentity(req: IncomingMessage): string {
+  const token =
+    bearer(req.headers.authorization) ?? new URL(req.url ?? '/', 'http://x').searchParams.get('token')
+  if (token === null || token === undefined) return ipIdentity(req)
+  const user = userByToken(token)
+  if (user === undefined) throw new Error('unknown token')
+  return `user:${user.id}`
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GraphQL
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The server's own context, built by Yoga for every operation (HTTP, SSE and graphql-ws alike). */
+interface ServerContext extends DemoContext {
+  readonly req?: IncomingMessage
+}
+
+// Shopify-like budgets: bursts up to the capacity, a steady refill. Users fall back to a local (per-process)
+// bucket while Redis is down; anonymous callers are let through (a read-only API must not go down with Redis).
+const userBudget = tokenBucket({
+  name: 'gql-user',
+  store,
+  capacity: 1000,
+  refillPerSecond: 50,
+  failPolicy: 'local',
+  hooks: metrics.limiterHooks,
+})
+const anonymousBudget = tokenBucket({
+  name: 'gql-anon',
+  store,
+  capacity: 300,
+  refillPerSecond: 10,
+  failPolicy: 'open',
+  hooks: metrics.limiterHooks,
+})
+const limits = { maxDepth: 8, maxAliases: 10, maxRootFields: 10, maxTokens: 2000, maxCharacters: 10_000 }
+const maxCost = 1000
+const subscriptionsPerIdentity = 3
+
+const chat = new Chat()
+const yoga = createYoga({
+  schema: createDemoSchema(chat),
+  logging: 'warn',
+  graphiql: {
+    title: 'tollbooth example',
+    headers: JSON.stringify({ authorization: 'Bearer alice-token' }),
+    defaultQuery: /* GraphQL */ `# Signed in as Alice (see the headers below). The response's extensions.cost
+# shows the price: requested before execution, actual after (the rest is refunded).
+{
+  me { name }
+  search(text: "limit", first: 10) { title author { name } }
+}
+`,
+  },
+  context: (initial): ServerContext => {
+    // HTTP and SSE: the Fetch request's header. graphql-ws: connectionParams, else the upgrade request.
+    const { request, connectionParams, req } = initial as {
+      request?: Request
+      connectionParams?: Record<string, unknown>
+      req?: IncomingMessage
+    }
+    const user =
+      userOf(request?.headers.get('authorization')) ??
+      userOf(connectionParams?.authorization) ??
+      userOf(req?.headers.authorization)
+    return { user }
+  },
+  plugins: [
+    useTollbooth({
+      limiter: (context) => (context.user ? userBudget : anonymousBudget),
+      identify: (context) => {
+        const { user, req } = context as Partial<ServerContext>
+        return user ? `user:${user.id}` : ipIdentity(req)
+      },
+      store,
+      maxCost,
+      limits,
+      subscriptions: { maxPerIdentity: subscriptionsPerIdentity, costPerEvent: 1 },
+      onOperation: metrics.onOperation,
+    }),
+  ],
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// WebSockets: graphql-ws at /graphql, the chat at /chat (two servers on one port: routed by path on 'upgrade')
+// ---------------------------------------------------------------------------------------------------------------
+
+const graphqlWss = new WebSocketServer({ noServer: true })
+const graphqlWsStore = storeFor('graphql-ws:', 'redis-graphql-ws')
+const graphqlWsPolicy: FailPolicy = 'open'
+const graphqlWsLimits = { maxConnectionsPerIdentity: 5, messagesPerSecond: 20, maxMessageBytes: 16 * 1024 }
+const graphqlWsProtection = protectWebSocketServer(graphqlWss, {
+  ...(graphqlWsStore === undefined ? {} : { store: graphqlWsStore }),
+  failPolicy: graphqlWsPolicy,
+  identify: upgradeIdentity,
+  ...graphqlWsLimits,
+  maxSubscriptionsPerConnection: 5,
+  onDrop: () => metrics.webSocketDropped('graphql-ws'),
+})
+metrics.watchWebSocketServer('graphql-ws', graphqlWsProtection)
+
+interface EnvelopedRoot {
+  execute(args: ExecutionArgs): Promise<ExecutionResult> | ExecutionResult
+  subscribe(args: ExecutionArgs): Promise<unknown>
+}
+// The README's recipe ("Subscriptions and graphql-ws"), plus a re-key from the client IP to the user named in
+// connection_init's `authorization` (a browser cannot send headers with its upgrade).
+const graphqlWs = useServer(
+  {
+    execute: (args) => (args.rootValue as EnvelopedRoot).execute(args),
+    subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args) as never,
+    onConnect: async (ctx) => {
+      const user = userOf(ctx.connectionParams?.authorization)
+      if (user === undefined) return true
+      // Over the cap of the user's connections: graphql-ws closes with 4403 Forbidden.
+      return (await graphqlWsProtection.rekey(ctx.extra.socket, `user:${user.id}`)).allowed
+    },
+    onSubscribe: async (ctx, _id, params) => {
+      const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+        ...ctx,
+        req: ctx.extra.request,
+        socket: ctx.extra.socket,
+        params,
+      })
+      const args = {
+        schema,
+        operationName: params.operationName,
+        document: parse(params.query),
+        variableValues: params.variables,
+        contextValue: await contextFactory(),
+        rootValue: { execute, subscribe },
+      }
+      const errors = validate(args.schema, args.document)
+      return errors.length > 0 ? errors : args
+    },
+  },
+  graphqlWss,
+)
+graphqlWss.on('connection', (socket) => {
+  socket.once('close', (code) => metrics.webSocketClosed('graphql-ws', code))
+})
+
+const chatWss = new WebSocketServer({ noServer: true })
+const chatStore = storeFor('chat:', 'redis-chat')
+const chatPolicy: FailPolicy = 'local'
+const chatLimits = {
+  maxConnectionsPerIdentity: 2,
+  messagesPerSecond: 5,
+  messageBurst: 10,
+  maxMessageBytes: 4096,
+}
+const chatProtection = protectWebSocketServer(chatWss, {
+  ...(chatStore === undefined ? {} : { store: chatStore }),
+  failPolicy: chatPolicy,
+  identify: upgradeIdentity,
+  ...chatLimits,
+  onDrop: (socket, { retryAfterMs }) => {
+    metrics.webSocketDropped('chat')
+    socket.send(JSON.stringify({ type: 'error', error: 'rate limited: message dropped', retryAfterMs }))
+  },
+})
+metrics.watchWebSocketServer('chat', chatProtection)
+
+chatWss.on('connection', (socket) => {
+  const identity = chatProtection.identityOf(socket) ?? ''
+  // Names only: an anonymous sender is a guest, never its IP.
+  const name = demoUsers.find((user) => `user:${user.id}` === identity)?.name ?? 'guest'
+  socket.send(JSON.stringify({ type: 'welcome', you: name, online: chatWss.clients.size }))
+  socket.on('message', (data, isBinary) => {
+    if (isBinary) return
+    const text = data.toString().trim()
+    if (text.length > 0) chat.post(name, text)
+  })
+  socket.once('close', (code) => metrics.webSocketClosed('chat', code))
+})
+chat.onMessage((message) => {
+  const frame = JSON.stringify({ type: 'message', ...message })
+  for (const socket of chatWss.clients) if (socket.readyState === socket.OPEN) socket.send(frame)
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// HTTP
+// ---------------------------------------------------------------------------------------------------------------
+
+const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  const path = (req.url ?? '/').split('?')[0]
+  if (path === '/metrics' && req.method === 'GET') {
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      (error: unknown) => res.writeHead(500).end(String(error)),
+    )
+    return
+  }
+  if (path === '/') {
+    res.writeHead(302, { location: yoga.graphqlEndpoint }).end()
+    return
+  }
+  void yoga(req, res)
+})
+
+server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+  const path = (req.url ?? '/').split('?')[0]
+  const wss = path === yoga.graphqlEndpoint ? graphqlWss : path === '/chat' ? chatWss : undefined
+  if (wss === undefined || shuttingDown) {
+    socket.end(
+      `HTTP/1.1 ${shuttingDown ? '503 Service Unavailable' : '404 Not Found'}\r\nConnection: close\r\n\r\n`,
+    )
+    return
+  }
+  wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req))
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// Start
+// ---------------------------------------------------------------------------------------------------------------
+
+async function start(): Promise<void> {
+  if (client !== undefined) await connectRedis(client)
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, () => resolve())
+  })
+  // PORT=0 picks a free port (the test does): print the one actually bound.
+  const { port: bound } = server.address() as AddressInfo
+  console.log(banner(`http://localhost:${bound}`))
+}
+
+/** Waits for the connection (without an offline queue, commands sent before it fail) and loads the scripts. */
+async function connectRedis(redis: Redis | Cluster): Promise<void> {
+  const ready =
+    redis.status === 'ready'
+      ? Promise.resolve(true)
+      : new Promise<boolean>((resolve) => {
+          const timer = setTimeout(() => resolve(false), 5000)
+          redis.once('ready', () => {
+            clearTimeout(timer)
+            resolve(true)
+          })
+        })
+  if (!(await ready)) {
+    console.error(
+      'redis: not reachable yet; starting anyway (each limiter answers by its fail policy until it is)',
+    )
+    return
+  }
+  // One store's warmUp loads the scripts on every node for all stores on this client.
+  await redisStores[0]?.warmUp().catch((error: unknown) => {
+    console.error(`redis: warm-up failed (${String(error)}); the first decisions may fall to the fail policy`)
+  })
+}
+
+function banner(url: string): string {
+  const wsUrl = url.replace(/^http/, 'ws')
+  const graphqlUrl = `${url}${yoga.graphqlEndpoint}`
+  const perSecond = (limiter: RateLimiter) => `${limiter.limit}, +${limiter.restorePerSecond}/s`
+  const rows: [string, string, string][] = [
+    [`${userBudget.name}`, `cost budget per user: ${perSecond(userBudget)}`, userBudget.failPolicy],
+    [
+      `${anonymousBudget.name}`,
+      `cost budget per client IP: ${perSecond(anonymousBudget)}`,
+      anonymousBudget.failPolicy,
+    ],
+    // @rateLimit in the schema; the plugin's field limits fail closed unless told otherwise.
+    ['login', 'Mutation.login: 5 per minute per client IP and e-mail (@rateLimit)', 'closed'],
+    // The plugin's subscription leases use the default policy of a limiter.
+    ['subscriptions', `${subscriptionsPerIdentity} open per identity, 1 budget unit per event`, 'open'],
+    [
+      'graphql-ws',
+      `${graphqlWsLimits.maxConnectionsPerIdentity} connections per identity, ${graphqlWsLimits.messagesPerSecond} msg/s, ${graphqlWsLimits.maxMessageBytes / 1024} KiB`,
+      graphqlWsPolicy,
+    ],
+    [
+      'chat',
+      `${chatLimits.maxConnectionsPerIdentity} connections per identity, ${chatLimits.messagesPerSecond} msg/s (burst ${chatLimits.messageBurst}), ${chatLimits.maxMessageBytes / 1024} KiB`,
+      chatPolicy,
+    ],
+  ]
+  const width = Math.max(...rows.map(([, what]) => what.length))
+  const q = (query: string) => `--data-urlencode '${query}'`
+  const curl = (token: string) => `curl -s -i -G ${graphqlUrl} -H 'authorization: Bearer ${token}'`
+  const smallQuery = 'query={ me { name } search(text: "limit", first: 10) { title author { name } } }'
+  const bigQuery = 'query={ users(first: 60) { name posts(first: 10) { title } } }'
+  const capScript = [
+    `const W=require('ws'),u='${wsUrl}/chat?token=carol-token'`,
+    "open=()=>new Promise((ok,ko)=>{const s=new W(u);s.on('open',()=>ok(s));s.on('error',ko)})",
+  ].join(',')
+  const capThen =
+    "Promise.all([open(),open()]).then(()=>{console.log('2 chat connections open as carol: the cap');" +
+    "const s=new W(u);s.on('unexpected-response',(q,r)=>{console.log('3rd connection refused: HTTP',r.statusCode,r.statusMessage,'retry-after:',r.headers['retry-after']);process.exit(0)});" +
+    "s.on('open',()=>{console.log('3rd connection opened');process.exit(1)})})"
+  return [
+    `tollbooth example server on ${url}`,
+    `  GraphQL     ${graphqlUrl}  (HTTP GET/POST, SSE; GraphiQL: open it in a browser)`,
+    `  graphql-ws  ${wsUrl}${yoga.graphqlEndpoint}`,
+    `  chat        ${wsUrl}/chat?token=<token>  (plain WebSocket: send text, receive JSON)`,
+    `  metrics     ${url}/metrics`,
+    `store: ${storeLabel}`,
+    `identity: "authorization: Bearer <token>" (WebSockets: also ?token=<token> or graphql-ws connectionParams), else the client IP`,
+    `  demo tokens: ${demoUsers.map((user) => `${user.token} (${user.email} / ${user.password})`).join(', ')}`,
+    'limits (fail policy: what each one answers while the store is unreachable):',
+    ...rows.map(
+      ([name, what, policy]) => `  ${name.padEnd(13)} ${what.padEnd(width)}  fail policy: ${policy}`,
+    ),
+    `  guards        max cost ${maxCost}, depth ${limits.maxDepth} (introspection 15), ${limits.maxAliases} aliases, ${limits.maxRootFields} root fields, ${limits.maxTokens} tokens, ${limits.maxCharacters} characters`,
+    '',
+    'Try:',
+    '  # 1. 200 with extensions.cost: alice searches (priced 61 for a full page, 19 actually used: 42 refunded)',
+    `  ${curl('alice-token')} ${q(smallQuery)}`,
+    '  # 2. 429 with Retry-After: bob asks twice for 60 users x 10 posts (cost 660 each; budget 1000, +50/s)',
+    `  for i in 1 2; do ${curl('bob-token')} ${q(bigQuery)} | grep -iE '^(HTTP/|retry-after|ratelimit)|RATE_LIMITED'; done`,
+    '  # 3. WebSocket refused at its cap: the chat admits 2 connections per identity; a 3rd as carol gets HTTP 429',
+    '  #    before the upgrade (node and the ws package of this repository: run it from its directory)',
+    `  node -e "${capScript};${capThen}"`,
+    '',
+  ].join('\n')
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shutdown
+// ---------------------------------------------------------------------------------------------------------------
+
+let shuttingDown = false
+
+async function shutdown(signal: string): Promise<void> {
+  if (shuttingDown) return
+  shuttingDown = true
+  console.log(`${signal}: shutting down`)
+  const deadline = setTimeout(() => {
+    console.error('shutdown: still not done after 10 s; exiting anyway')
+    process.exit(1)
+  }, 10_000)
+  deadline.unref()
+  // 1. Stop accepting connections (and upgrades: see the 'upgrade' handler).
+  server.close()
+  server.closeIdleConnections()
+  // 2. Close every admitted WebSocket with 1001 and release its connection lease.
+  const sockets = [...chatWss.clients, ...graphqlWss.clients]
+  await Promise.all([chatProtection.close(), graphqlWsProtection.close()])
+  // graphql-ws closes what is left with 1001 (Going away); both servers call back once all their sockets closed.
+  const serversClosed = Promise.all([
+    graphqlWs.dispose(),
+    new Promise<void>((resolve) => chatWss.close(() => resolve())),
+  ])
+  // A client that does not complete the close handshake is cut after 2 s (ws itself would wait 30 s).
+  await closed(sockets, 2000)
+  await serversClosed
+  // 3. End HTTP connections still open (keep-alive, SSE streams): their subscriptions end and release their leases.
+  server.closeAllConnections()
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  // 4. Quit Redis once the releases above have gone out.
+  if (client !== undefined) await client.quit().catch(() => client.disconnect())
+  process.exit(0)
+}
+
+/** Resolves when every socket has closed, terminating those still open after `ms`. */
+async function closed(sockets: readonly WebSocket[], ms: number): Promise<void> {
+  const open = sockets.filter((socket) => socket.readyState !== socket.CLOSED)
+  if (open.length === 0) return
+  const timer = setTimeout(() => {
+    for (const socket of open) socket.terminate()
+  }, ms)
+  await Promise.all(open.map((socket) => new Promise((resolve) => socket.once('close', resolve))))
+  clearTimeout(timer)
+}
+
+process.once('SIGTERM', () => void shutdown('SIGTERM'))
+process.once('SIGINT', () => void shutdown('SIGINT'))
+
+function parseNodes(list: string): { host: string; port: number }[] {
+  return list.split(',').map((entry) => {
+    const at = entry.trim().lastIndexOf(':')
+    return { host: entry.trim().slice(0, at), port: Number(entry.trim().slice(at + 1)) }
+  })
+}
+
+/** The URL without its password. */
+function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== '') parsed.password = '***'
+    return parsed.toString()
+  } catch {
+    return 'an unparsable URL'
+  }
+}
+
+start().catch((error: unknown) => {
+  console.error(error)
+  process.exit(1)
+})

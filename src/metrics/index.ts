@@ -1,0 +1,265 @@
+/**
+ * tollbooth/metrics — Prometheus metrics through `prom-client` (an optional peer dependency): hooks for limiters and
+ * stores, an `onOperation` for `useTollbooth`, and gauges read from WebSocket protections and stores at scrape time.
+ *
+ * Labels hold only names the application chose (limiter, store, WebSocket server), decision sources, results,
+ * operation types and refusal codes: never an identity, a key, an operation name or anything else a client picks.
+ */
+import { Counter, Gauge, Histogram, type Registry, register } from 'prom-client'
+import { invalidOption } from '../core/errors.js'
+import type { BreakerState, DecisionEvent, LimiterHooks, StoreHooks } from '../core/hooks.js'
+import type { OperationEvent } from '../graphql/options.js'
+
+export interface PrometheusMetricsOptions {
+  /** Where the metrics are registered. @default prom-client's global `register` */
+  registry?: Registry
+  /** Prefix of every metric name. @default 'tollbooth_' */
+  prefix?: string
+  /** Buckets of the store latency histogram, in seconds. @default 0.25 ms … 250 ms */
+  storeDurationBuckets?: readonly number[]
+  /** Buckets of the GraphQL cost histograms. @default 1 … 10000 */
+  costBuckets?: readonly number[]
+}
+
+/** What `watchStore` reads: a RedisStore (its name and its breaker). */
+export interface WatchedStore {
+  readonly name: string
+  readonly breaker: { readonly state: BreakerState }
+}
+
+/** What `watchWebSocketServer` reads: the handle `protectWebSocketServer` returns. */
+export interface WatchedWebSocketProtection {
+  readonly openConnections: number
+  readonly pendingUpgrades?: number
+}
+
+export interface PrometheusMetrics {
+  readonly registry: Registry
+  /**
+   * `hooks` for limiters (`tokenBucket({ …, hooks })`, `allOf(…, { hooks })`): counts `consume` and `acquire`
+   * decisions by limiter, result and source, and those answered by a fail policy. `peek` and `refund` are not
+   * decisions and are not counted.
+   */
+  readonly limiterHooks: LimiterHooks
+  /** `hooks` for a `RedisStore`: latency of successful calls, errors by code, breaker state and transitions. */
+  readonly storeHooks: StoreHooks
+  /** `onOperation` for `useTollbooth`: operations by type and refusal, requested and actual cost. */
+  readonly onOperation: (event: OperationEvent) => void
+  /**
+   * Reports the store's breaker state at every scrape (without it, a store shows up only after its first breaker
+   * change). Returns a function that stops watching.
+   */
+  watchStore(store: WatchedStore): () => void
+  /**
+   * Reports the protection's open connections (and upgrades being decided) at every scrape, labelled `server`.
+   * Returns a function that stops watching.
+   */
+  watchWebSocketServer(server: string, protection: WatchedWebSocketProtection): () => void
+  /** Counts a message dropped over quota; call it from `protectWebSocketServer`'s `onDrop`. */
+  webSocketDropped(server: string): void
+  /** Counts a closed WebSocket by close code (codes outside the standard and tollbooth's own count as `other`). */
+  webSocketClosed(server: string, code: number): void
+}
+
+const OWNER = 'createPrometheusMetrics'
+const BREAKER_STATES: readonly BreakerState[] = ['closed', 'half-open', 'open']
+/** Close codes kept as label values; any other (a client may send any code from 3000 to 4999) is `other`. */
+const KNOWN_CLOSE_CODES = new Set([
+  1000, 1001, 1002, 1003, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013,
+])
+/** Decision ops that admit or deny something; `peek` and `refund` (and lease renewals) are not counted. */
+const COUNTED_OPS = new Set(['consume', 'acquire'])
+const FAIL_POLICY_SOURCES: Readonly<Record<string, string>> = {
+  'fail-open': 'open',
+  'fail-closed': 'closed',
+  local: 'local',
+}
+
+/**
+ * Creates tollbooth's metrics in `registry`. Create it once per registry: prom-client refuses a second metric of
+ * the same name.
+ *
+ * ```ts
+ * const metrics = createPrometheusMetrics({ registry })
+ * const budget = tokenBucket({ name: 'api', capacity: 100, refillPerSecond: 10, hooks: metrics.limiterHooks })
+ * const store = new RedisStore({ client, hooks: metrics.storeHooks }); metrics.watchStore(store)
+ * useTollbooth({ limiter: budget, onOperation: metrics.onOperation })
+ * metrics.watchWebSocketServer('chat', protectWebSocketServer(wss, { … }))
+ * ```
+ */
+export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}): PrometheusMetrics {
+  if (options === null || typeof options !== 'object')
+    throw invalidOption(OWNER, 'options', 'an object', options)
+  const registry = options.registry ?? register
+  const prefix = options.prefix ?? 'tollbooth_'
+  if (typeof prefix !== 'string' || !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(prefix)) {
+    throw invalidOption(OWNER, 'prefix', 'a metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', prefix)
+  }
+  const registers = [registry]
+
+  const decisions = new Counter({
+    name: `${prefix}decisions_total`,
+    help: 'Limiter decisions (consume and acquire), by limiter, result and the source that decided.',
+    labelNames: ['limiter', 'result', 'source'] as const,
+    registers,
+  })
+  const failPolicyDecisions = new Counter({
+    name: `${prefix}fail_policy_decisions_total`,
+    help: 'Decisions answered by the fail policy because the store failed (open, closed or local), by limiter.',
+    labelNames: ['limiter', 'policy'] as const,
+    registers,
+  })
+
+  const storeDuration = new Histogram({
+    name: `${prefix}store_duration_seconds`,
+    help: 'Round-trip time of successful store calls, in seconds.',
+    labelNames: ['store'] as const,
+    buckets: [
+      ...(options.storeDurationBuckets ?? [
+        0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+      ]),
+    ],
+    registers,
+  })
+  const storeErrors = new Counter({
+    name: `${prefix}store_errors_total`,
+    help: 'Failed store calls, by store, operation and error code (TOLLBOOTH_ERR_STORE_*).',
+    labelNames: ['store', 'op', 'code'] as const,
+    registers,
+  })
+  /** Last known breaker state per store name; watched stores are read again at every scrape. */
+  const breakerStates = new Map<string, BreakerState>()
+  const watchedStores = new Set<WatchedStore>()
+  new Gauge({
+    name: `${prefix}store_breaker_state`,
+    help: "The store's circuit breaker: 1 for its current state, 0 for the others.",
+    labelNames: ['store', 'state'] as const,
+    registers,
+    collect() {
+      for (const store of watchedStores) breakerStates.set(store.name, store.breaker.state)
+      this.reset()
+      for (const [store, current] of breakerStates) {
+        for (const state of BREAKER_STATES) this.set({ store, state }, state === current ? 1 : 0)
+      }
+    },
+  })
+  const breakerTransitions = new Counter({
+    name: `${prefix}store_breaker_transitions_total`,
+    help: "Changes of the store's circuit breaker, by the state entered.",
+    labelNames: ['store', 'to'] as const,
+    registers,
+  })
+
+  const operations = new Counter({
+    name: `${prefix}graphql_operations_total`,
+    help: 'GraphQL operations priced, by type and refusal code ("none" when it ran); in dry-run mode the refusal that would have been.',
+    labelNames: ['operation_type', 'refused', 'dry_run'] as const,
+    registers,
+  })
+  const costBuckets = [...(options.costBuckets ?? [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000])]
+  const requestedCost = new Histogram({
+    name: `${prefix}graphql_requested_cost`,
+    help: 'Estimated cost of GraphQL operations (refused ones included), by type.',
+    labelNames: ['operation_type'] as const,
+    buckets: costBuckets,
+    registers,
+  })
+  const actualCost = new Histogram({
+    name: `${prefix}graphql_actual_cost`,
+    help: 'Cost of GraphQL responses as counted after execution, by type.',
+    labelNames: ['operation_type'] as const,
+    buckets: costBuckets,
+    registers,
+  })
+
+  const webSocketServers = new Map<string, WatchedWebSocketProtection>()
+  new Gauge({
+    name: `${prefix}ws_open_connections`,
+    help: 'Open WebSocket connections admitted by tollbooth/ws, by server.',
+    labelNames: ['server'] as const,
+    registers,
+    collect() {
+      this.reset()
+      for (const [server, protection] of webSocketServers) this.set({ server }, protection.openConnections)
+    },
+  })
+  new Gauge({
+    name: `${prefix}ws_pending_upgrades`,
+    help: 'WebSocket upgrades being decided now, by server.',
+    labelNames: ['server'] as const,
+    registers,
+    collect() {
+      this.reset()
+      for (const [server, protection] of webSocketServers) {
+        if (protection.pendingUpgrades !== undefined) this.set({ server }, protection.pendingUpgrades)
+      }
+    },
+  })
+  const droppedMessages = new Counter({
+    name: `${prefix}ws_dropped_messages_total`,
+    help: 'WebSocket messages dropped over quota, by server.',
+    labelNames: ['server'] as const,
+    registers,
+  })
+  const closedSockets = new Counter({
+    name: `${prefix}ws_closed_total`,
+    help: 'Closed WebSocket connections, by server and close code.',
+    labelNames: ['server', 'code'] as const,
+    registers,
+  })
+
+  // A decision is the hot path: the labelled child is looked up once per (limiter, result, source).
+  const decisionChildren = new Map<string, Counter.Internal>()
+  const onDecision = (event: DecisionEvent): void => {
+    if (!COUNTED_OPS.has(event.op)) return
+    const result = event.allowed ? 'allowed' : 'denied'
+    const id = `${event.limiter}\u0000${result}\u0000${event.source}`
+    let child = decisionChildren.get(id)
+    if (child === undefined) {
+      child = decisions.labels({ limiter: event.limiter, result, source: event.source })
+      decisionChildren.set(id, child)
+    }
+    child.inc()
+    const policy = FAIL_POLICY_SOURCES[event.source]
+    if (policy !== undefined) failPolicyDecisions.inc({ limiter: event.limiter, policy })
+  }
+
+  return {
+    registry,
+    limiterHooks: { onDecision },
+    storeHooks: {
+      onStoreLatency: ({ store, durationMs }) => storeDuration.observe({ store }, durationMs / 1000),
+      onStoreError: ({ store, op, error }) =>
+        storeErrors.inc({ store, op, code: typeof error.code === 'string' ? error.code : 'unknown' }),
+      onBreakerChange: ({ store, to }) => {
+        breakerStates.set(store, to)
+        breakerTransitions.inc({ store, to })
+      },
+    },
+    onOperation: (event) => {
+      const operation_type = event.operationType
+      operations.inc({ operation_type, refused: event.refused ?? 'none', dry_run: String(event.dryRun) })
+      requestedCost.observe({ operation_type }, event.requestedCost)
+      if (event.actualCost !== undefined) actualCost.observe({ operation_type }, event.actualCost)
+    },
+    watchStore(store) {
+      watchedStores.add(store)
+      breakerStates.set(store.name, store.breaker.state)
+      return () => {
+        watchedStores.delete(store)
+      }
+    },
+    watchWebSocketServer(server, protection) {
+      webSocketServers.set(server, protection)
+      return () => {
+        if (webSocketServers.get(server) === protection) webSocketServers.delete(server)
+      }
+    },
+    webSocketDropped(server) {
+      droppedMessages.inc({ server })
+    },
+    webSocketClosed(server, code) {
+      closedSockets.inc({ server, code: KNOWN_CLOSE_CODES.has(code) ? String(code) : 'other' })
+    },
+  }
+}
