@@ -147,7 +147,11 @@ function listSizeOf(
     let value: unknown = args
     for (const key of path) value = (value as Record<string, unknown> | null | undefined)?.[key]
     // A negative slice returns nothing; a fraction cannot be given (Int).
-    if (typeof value === 'number' && Number.isFinite(value) && (largest === undefined || value > largest.size)) {
+    if (
+      typeof value === 'number' &&
+      Number.isFinite(value) &&
+      (largest === undefined || value > largest.size)
+    ) {
       largest = { size: Math.max(value, 0), source: `slicing argument ${path.join('.')} = ${value}` }
     }
   }

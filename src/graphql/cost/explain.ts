@@ -1,9 +1,9 @@
 import {
   type FieldNode,
   type FragmentDefinitionNode,
-  getDirectiveValues,
   GraphQLIncludeDirective,
   GraphQLSkipDirective,
+  getDirectiveValues,
   Kind,
   type OperationDefinitionNode,
   print,
@@ -49,7 +49,8 @@ export function explainTrace(
     for (const selection of set.selections) {
       if (!included(selection)) continue
       if (selection.kind === Kind.FIELD) {
-        const children = selection.selectionSet === undefined ? [] : walk(selection.selectionSet, activeFragments)
+        const children =
+          selection.selectionSet === undefined ? [] : walk(selection.selectionSet, activeFragments)
         const pricing = trace[next]
         // Fields unknown to the schema are not priced (validation refuses them); they have no trace entry.
         if (pricing?.node !== selection) continue

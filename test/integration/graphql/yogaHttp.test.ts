@@ -680,7 +680,11 @@ describe('useTollbooth options', () => {
     const options: TollboothGraphQLOptions = { limiter, costs: { 'User.nickname': { weight: 3 } } }
     let thrown: unknown
     try {
-      createYoga({ schema: createTestSchema(resolverCalls()), logging: false, plugins: [useTollbooth(options)] })
+      createYoga({
+        schema: createTestSchema(resolverCalls()),
+        logging: false,
+        plugins: [useTollbooth(options)],
+      })
     } catch (error) {
       thrown = error
     }
