@@ -82,16 +82,13 @@ client?.on('ready', () => {
 })
 
 const redisStores: RedisStore[] = []
-/**
- * A store for one part of the server. With Redis, each part gets its own key prefix on the one client: the two
- * WebSocket protections name their internal limiters alike (`ws-connections`), so sharing a prefix would share caps.
- */
-function storeFor(part: string, name: string): Store | undefined {
-  if (client === undefined) return part === '' ? new MemoryStore() : undefined // ws: a MemoryStore of its own
+/** The one store every limiter of the server shares (their names keep them apart). */
+function createStore(): Store {
+  if (client === undefined) return new MemoryStore()
   const store = new RedisStore({
     client,
-    name,
-    prefix: `${redisPrefix}${part}`,
+    name: 'redis',
+    prefix: redisPrefix,
     hooks: metrics.storeHooks,
     ...(keySecret === undefined ? {} : { keySecret }),
   })
@@ -99,7 +96,7 @@ function storeFor(part: string, name: string): Store | undefined {
   redisStores.push(store)
   return store
 }
-const store = storeFor('', 'redis') as Store
+const store = createStore()
 const storeLabel = clusterNodes
   ? `Redis Cluster (${clusterNodes})`
   : redisUrl
@@ -206,6 +203,7 @@ const yoga = createYoga({
       maxCost,
       limits,
       subscriptions: { maxPerIdentity: subscriptionsPerIdentity, costPerEvent: 1 },
+      hooks: metrics.limiterHooks,
       onOperation: metrics.onOperation,
     }),
   ],
@@ -216,11 +214,12 @@ const yoga = createYoga({
 // ---------------------------------------------------------------------------------------------------------------
 
 const graphqlWss = new WebSocketServer({ noServer: true })
-const graphqlWsStore = storeFor('graphql-ws:', 'redis-graphql-ws')
 const graphqlWsPolicy: FailPolicy = 'open'
 const graphqlWsLimits = { maxConnectionsPerIdentity: 5, messagesPerSecond: 20, maxMessageBytes: 16 * 1024 }
 const graphqlWsProtection = protectWebSocketServer(graphqlWss, {
-  ...(graphqlWsStore === undefined ? {} : { store: graphqlWsStore }),
+  store,
+  name: 'graphql-ws',
+  hooks: metrics.limiterHooks,
   failPolicy: graphqlWsPolicy,
   identify: upgradeIdentity,
   ...graphqlWsLimits,
@@ -271,7 +270,6 @@ graphqlWss.on('connection', (socket) => {
 })
 
 const chatWss = new WebSocketServer({ noServer: true })
-const chatStore = storeFor('chat:', 'redis-chat')
 const chatPolicy: FailPolicy = 'local'
 const chatLimits = {
   maxConnectionsPerIdentity: 2,
@@ -280,7 +278,9 @@ const chatLimits = {
   maxMessageBytes: 4096,
 }
 const chatProtection = protectWebSocketServer(chatWss, {
-  ...(chatStore === undefined ? {} : { store: chatStore }),
+  store,
+  name: 'chat',
+  hooks: metrics.limiterHooks,
   failPolicy: chatPolicy,
   identify: upgradeIdentity,
   ...chatLimits,

@@ -17,6 +17,7 @@ import {
 import type { Decision } from '../core/decision.js'
 import { invalidOption } from '../core/errors.js'
 import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
+import type { LimiterHooks } from '../core/hooks.js'
 import { slidingWindow } from '../core/limiters/slidingWindow.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import type { Store } from '../core/stores/store.js'
@@ -60,6 +61,7 @@ export class FieldLimits {
     configs: Readonly<Record<string, FieldLimitConfig>>,
     private readonly store: Store,
     private readonly prefix: string,
+    private readonly hooks: LimiterHooks | undefined,
   ) {
     if (typeof configs !== 'object' || configs === null) {
       throw invalidOption(OWNER, 'fieldLimits', 'an object keyed by field coordinate', configs)
@@ -153,6 +155,7 @@ export class FieldLimits {
       store: this.store,
       limit: positiveInteger(OWNER, `${option}.limit`, config.limit),
       windowMs: positiveInteger(OWNER, `${option}.windowMs`, config.windowMs),
+      ...(this.hooks === undefined ? {} : { hooks: this.hooks }),
       failPolicy: oneOf<FailPolicy>(
         OWNER,
         `${option}.failPolicy`,

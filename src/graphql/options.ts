@@ -1,4 +1,5 @@
 import type { FailPolicy } from '../core/failPolicy.js'
+import type { LimiterHooks } from '../core/hooks.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import type { Store } from '../core/stores/store.js'
 import type { TrustProxy } from '../identity/clientIp.js'
@@ -61,6 +62,8 @@ export interface OperationEvent {
   readonly dryRun: boolean
   /** Where the budget decision came from (store, cache, fail-open, …) when one was made. */
   readonly decisionSource?: string
+  /** For a refusal by a sensitive field's limit: the field (`'Mutation.login'`). */
+  readonly field?: string
 }
 
 export interface TollboothGraphQLOptions extends CostAnalysisOptions {
@@ -90,6 +93,8 @@ export interface TollboothGraphQLOptions extends CostAnalysisOptions {
   store?: Store
   /** Prefix of the field-limit and subscription limiter names in `store`. @default 'gql' */
   name?: string
+  /** Decision hooks of the plugin's own limiters (field limits, subscription leases), e.g. for metrics. */
+  hooks?: LimiterHooks
   subscriptions?: SubscriptionOptions
   /** `'dry-run'`: everything is computed, reported and counted, nothing is refused. @default 'enforce' */
   mode?: 'enforce' | 'dry-run'

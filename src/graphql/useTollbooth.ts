@@ -59,7 +59,7 @@ type Stop = (result: ExecutionResult) => void
 export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   const config = resolveConfig(options)
   const analyzer = new CostAnalyzer(options)
-  const fieldLimits = new FieldLimits(options.fieldLimits ?? {}, config.store, config.name)
+  const fieldLimits = new FieldLimits(options.fieldLimits ?? {}, config.store, config.name, options.hooks)
   const subscriptionLeases =
     config.maxSubscriptionsPerIdentity === undefined
       ? undefined
@@ -68,6 +68,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
           store: config.store,
           max: config.maxSubscriptionsPerIdentity,
           leaseMs: config.subscriptionLeaseMs,
+          ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
         })
   const rules = validationRules(config)
   /** Per HTTP request: RateLimit headers to send, and the batch's running cost. */
@@ -84,7 +85,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       operationName: args.operationName,
       variables: args.variableValues as Record<string, unknown> | null | undefined,
     }
-    const report = (cost: number, refused: RefusalCode | undefined, decision?: Decision) =>
+    const report = (cost: number, refused: RefusalCode | undefined, decision?: Decision, field?: string) =>
       config.onOperation?.({
         operationName: operation.name?.value,
         operationType: operation.operation,
@@ -92,6 +93,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         refused,
         dryRun: config.dryRun,
         decisionSource: decision?.source,
+        ...(field === undefined ? {} : { field }),
       })
     let wouldRefuse: RefusalCode | undefined
     /** Refuses (or, in dry-run, notes the refusal); answers whether to stop here. */
@@ -101,7 +103,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         wouldRefuse ??= code
         return false
       }
-      report(cost, code, decision)
+      report(cost, code, decision, error.extensions.field as string | undefined)
       // Over graphql-ws there is no HTTP response: results go out as they are, so keep `http` (status, headers,
       // the limiter's name) to HTTP, where Yoga turns it into the status line and strips it.
       const sent = context.request === undefined ? withoutHttp(error) : error

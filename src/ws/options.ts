@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import type { WebSocket } from 'ws'
 import { invalidOption } from '../core/errors.js'
 import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
+import type { LimiterHooks } from '../core/hooks.js'
 import type { Store } from '../core/stores/store.js'
 import { nonNegativeInteger, oneOf, positiveInteger, positiveNumber } from '../core/validate.js'
 import type { TrustProxy } from '../identity/clientIp.js'
@@ -21,6 +22,13 @@ export interface ProtectWebSocketOptions {
   store?: Store
   /** What the store-backed limits answer while the store fails. @default 'open' */
   failPolicy?: FailPolicy
+  /**
+   * Prefix of the internal limiters' names (`<name>-connections`, `<name>-handshakes`, `<name>-identity-messages`):
+   * give each protected server its own when several share one store, or their caps are shared. @default 'ws'
+   */
+  name?: string
+  /** Decision and store hooks of the internal limiters (connection leases, handshakes, identity messages). */
+  hooks?: LimiterHooks
   /** Open connections per identity (crash-safe leases). @default 10 */
   maxConnectionsPerIdentity?: number
   /** Lease lifetime in ms; renewed every `leaseMs / 3` while the socket lives. @default 30000 */
@@ -73,6 +81,8 @@ export interface ResolvedWebSocketOptions {
   readonly failPolicy: FailPolicy
   readonly maxConnectionsPerIdentity: number
   readonly leaseMs: number
+  readonly name: string
+  readonly hooks: LimiterHooks | undefined
   readonly handshakesPerIp: { capacity: number; refillPerSecond: number } | false
   readonly maxConnections: number
   readonly maxMessageBytes: number
@@ -116,6 +126,8 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
       options.maxConnectionsPerIdentity ?? 10,
     ),
     leaseMs: positiveInteger(owner, 'leaseMs', options.leaseMs ?? 30_000),
+    name: limiterPrefix(options.name),
+    hooks: options.hooks,
     handshakesPerIp:
       handshakes === false
         ? false
@@ -167,4 +179,12 @@ function resolveIdentityMessages(
   if (batch > capacity)
     throw invalidOption(owner, 'identityMessages.batch', `at most capacity (${capacity})`, batch)
   return { capacity, refillPerSecond, batch }
+}
+
+function limiterPrefix(name: unknown): string {
+  if (name === undefined) return 'ws'
+  if (typeof name !== 'string' || name.length === 0 || name.length > 64 || /[{}]/.test(name)) {
+    throw invalidOption(owner, 'name', 'a string of 1 to 64 characters without "{" or "}"', name)
+  }
+  return name
 }

@@ -272,11 +272,12 @@ function createSharedBudget(options: ResolvedWebSocketOptions): SharedBudget | u
   if (options.identityMessages === false) return undefined
   const { capacity, refillPerSecond, batch } = options.identityMessages
   const limiter = tokenBucket({
-    name: 'ws-identity-messages',
+    name: `${options.name}-identity-messages`,
     capacity,
     refillPerSecond,
     failPolicy: options.failPolicy,
     ...(options.store === undefined ? {} : { store: options.store }),
+    ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
   })
   return new SharedBudget(limiter, batch)
 }

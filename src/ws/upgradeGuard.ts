@@ -32,23 +32,25 @@ export class UpgradeGuard {
     private readonly options: ResolvedWebSocketOptions,
     private readonly budget: SharedBudget | undefined,
   ) {
-    const { store, failPolicy } = options
+    const { store, failPolicy, name, hooks } = options
     this.clientIp = createClientIpResolver({ trustProxy: options.trustProxy })
     this.connections = concurrencyLimit({
-      name: 'ws-connections',
+      name: `${name}-connections`,
       max: options.maxConnectionsPerIdentity,
       leaseMs: options.leaseMs,
       failPolicy,
       ...(store === undefined ? {} : { store }),
+      ...(hooks === undefined ? {} : { hooks }),
     })
     this.handshakes =
       options.handshakesPerIp === false
         ? undefined
         : tokenBucket({
-            name: 'ws-handshakes',
+            name: `${name}-handshakes`,
             ...options.handshakesPerIp,
             failPolicy,
             ...(store ? { store } : {}),
+            ...(hooks === undefined ? {} : { hooks }),
           })
   }
 

@@ -449,7 +449,7 @@ describe('npm start: the example server with REDIS_URL', () => {
     const redis = new Redis(redisUrl)
     try {
       const leaseKeys = async () =>
-        (await redis.keys(`${prefix}*`)).filter((key) => /ws-connections|subscriptions/.test(key)).sort()
+        (await redis.keys(`${prefix}*`)).filter((key) => /-connections|subscriptions/.test(key)).sort()
       const chat = await chatClient(example.url, 'carol-token')
       const graphqlWs = await graphqlWsSubscription(example.url, 'alice-token')
       // Leases: the chat connection, the graphql-ws connection, the subscription (once graphql-ws started it).
@@ -463,9 +463,9 @@ describe('npm start: the example server with REDIS_URL', () => {
         },
       )
       expect(keys.map((key) => key.slice(prefix.length).replace(/\{.*\}$/, '{…}'))).toEqual([
-        'chat:ws-connections:{…}',
+        'chat-connections:{…}',
         'gql:subscriptions:{…}',
-        'graphql-ws:ws-connections:{…}',
+        'graphql-ws-connections:{…}',
       ])
 
       const exited = once(example.child, 'exit')
