@@ -23,6 +23,7 @@ export interface ResolvedConfig {
   readonly name: string
   readonly maxCharacters: number | undefined
   readonly maxTokens: number | undefined
+  readonly maxNesting: number | undefined
   readonly maxDepth: number | undefined
   readonly maxIntrospectionDepth: number
   readonly maxAliases: number | undefined
@@ -58,6 +59,7 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
     name: nameOption(options.name),
     maxCharacters: optionalLimit('limits.maxCharacters', limits.maxCharacters, 100_000),
     maxTokens: optionalLimit('limits.maxTokens', limits.maxTokens, 5000),
+    maxNesting: optionalLimit('limits.maxNesting', limits.maxNesting, 100),
     maxDepth: optionalLimit('limits.maxDepth', limits.maxDepth, 15),
     maxIntrospectionDepth: positiveInteger(
       OWNER,

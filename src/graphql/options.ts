@@ -17,6 +17,11 @@ export interface GuardLimits {
   maxCharacters?: number | false
   /** Tokens of query text; graphql-js stops parsing there. @default 5000 */
   maxTokens?: number | false
+  /**
+   * Nesting of `{`, `[`, `(` in the query text, checked by a linear scan before parsing: graphql-js's parser is
+   * recursive and overflows the stack on a few thousand levels, before `maxTokens` is reached. @default 100
+   */
+  maxNesting?: number | false
   /** Field nesting, fragments followed. @default 15 */
   maxDepth?: number | false
   /** Nesting inside one `__schema` / `__type` field. @default 15 */

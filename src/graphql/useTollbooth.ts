@@ -23,6 +23,7 @@ import {
 import { FieldLimits } from './fieldLimits.js'
 import { contextIp } from './identity.js'
 import type { GraphQLContext, TollboothGraphQLOptions } from './options.js'
+import { guardParse } from './parseGuard.js'
 import { type RefusalCode, RefusalCodes, refusal } from './refusal.js'
 import { maxAliasesRule } from './rules/maxAliases.js'
 import { maxDepthRule } from './rules/maxDepth.js'
@@ -74,6 +75,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   /** Per HTTP request: RateLimit headers to send, and the batch's running cost. */
   const responseHeaders = new WeakMap<object, Record<string, string>>()
   const batchCosts = new WeakMap<object, number>()
+  const guardedParsers = new WeakMap<object, ReturnType<typeof guardParse>>()
 
   const admit = async (args: ExecutionArgs, stop: Stop): Promise<Admission | undefined> => {
     const context = (args.contextValue ?? {}) as unknown as GraphQLContext
@@ -271,23 +273,14 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
           limitDetails(config, { limit: config.maxCharacters }),
         )
       }
-      const maxTokens = config.maxTokens
-      if (maxTokens === undefined) return
-      setParseFn((text, parseOptions) => {
-        try {
-          return (parseFn ?? parse)(text, { ...parseOptions, maxTokens }) as DocumentNode
-        } catch (error) {
-          if (error instanceof GraphQLError && /contains more tha[nt] \d+ tokens/.test(error.message)) {
-            throw refusal(
-              RefusalCodes.TOO_MANY_TOKENS,
-              `The query has more than ${maxTokens} tokens.`,
-              400,
-              limitDetails(config, { limit: maxTokens }),
-            )
-          }
-          throw error
-        }
-      })
+      if (config.maxTokens === undefined && config.maxNesting === undefined) return
+      // One wrapper per parse function (Yoga's is the same every request), not one per request.
+      let guarded = guardedParsers.get(parseFn)
+      if (guarded === undefined) {
+        guarded = guardParse(parseFn, config)
+        guardedParsers.set(parseFn, guarded)
+      }
+      setParseFn(guarded)
     },
 
     onValidate({ addValidationRule }) {

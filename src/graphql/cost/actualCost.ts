@@ -147,8 +147,9 @@ class ResponseWalker {
       for (const item of value) sum += this.valueCost(weight, type, subSets, item)
       return sum
     }
+    if (value === null) return 0
     if (!isCompositeType(type)) return weight
-    if (value === null || typeof value !== 'object') return 0
+    if (typeof value !== 'object') return 0
     return weight + this.objectCost(type, subSets, value as Record<string, unknown>)
   }
 

@@ -1,0 +1,652 @@
+/**
+ * Requests per second of a GraphQL Yoga server, plain and protected, side by side in one run.
+ *
+ *   npm run bench:graphql
+ *
+ * Contenders, each a Yoga 5 server (node:http, 127.0.0.1, port 0) in this process on the same schema and the same
+ * resolvers, all alive for the whole run:
+ * - plain:  Yoga with its defaults (parse and validation caches on), nothing else;
+ * - memory: + useTollbooth, a tokenBucket on the default MemoryStore, default guards and cost model (costs given as
+ *           `@listSize(slicingArguments: ["first"])` through the `costs` option), `extensions.cost` and RateLimit
+ *           headers on (the defaults): one budget decision per operation, in process;
+ * - redis:  the same with the tokenBucket on a RedisStore (default batching and timeout): one budget decision per
+ *           operation in Redis (decisions of one tick travel in one script call);
+ * - armor:  + @escape.tech/graphql-armor's `new EnvelopArmor().protect()` plugins with their defaults (cost limit
+ *           5000, max depth 6, max aliases 15, max directives 50, max tokens 1000, field suggestions blocked): a
+ *           static-analysis-only protection, for reference.
+ * Budgets are far beyond what the load can spend (capacity 1e9, refill 1e6/s): nothing is refused, what is measured
+ * is the overhead. The identity is the `x-bench-user` header (read by `identify`), spread over USERS values.
+ *
+ * Load: autocannon with CONNECTIONS connections (no pipelining), each cycling through USERS prebuilt POST requests
+ * that mix the QUERIES below (with variables, a fragment, a bare query); WARMUP_S of the same load (not counted),
+ * then MEASURE_S measured. autocannon runs in a separate process (this file again, with `--load`, in a plain
+ * `node --import <tsx loader>`, as bench/ws.ts does), so this process only serves; with 2 CPUs, the server, the
+ * load and redis-server share the machine. ROUNDS rounds, each running the four contenders in a rotated order;
+ * the table shows medians, the verdicts paired ratios (each round's rate over plain Yoga's in the same round).
+ * Every response is checked: non-2xx, socket errors, timeouts and GraphQL `errors` are counted and printed.
+ *
+ * NODE_ENV: graphql-js checks every `isObjectType()`-style test more slowly unless NODE_ENV is 'production', which
+ * weighs on whatever walks types per response value (the executor, tollbooth's actual-cost walk). Production servers
+ * set it: `NODE_ENV=production npm run bench:graphql` measures that setting (the load process inherits it).
+ *
+ * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createServer, type Server } from 'node:http'
+import { createRequire } from 'node:module'
+import type { AddressInfo } from 'node:net'
+import { cpus, loadavg } from 'node:os'
+import { createInterface } from 'node:readline'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { EnvelopArmor } from '@escape.tech/graphql-armor'
+import { createSchema, createYoga, type Plugin } from 'graphql-yoga'
+import { Redis, type RedisOptions } from 'ioredis'
+import { type TollboothGraphQLOptions, useTollbooth } from '../src/graphql/index.js'
+import { RedisStore, type Store, tokenBucket } from '../src/index.js'
+import { startRedis } from '../test/helpers/redisServer.js'
+
+const CONNECTIONS = 50
+const WARMUP_S = 2
+const MEASURE_S = 8
+const ROUNDS = 3
+const USERS = 1000
+const BUDGET = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 }
+const IDENTITY_HEADER = 'x-bench-user'
+
+type Key = 'plain' | 'memory' | 'redis' | 'armor'
+const TARGETS: Record<Key, number | undefined> = {
+  plain: undefined,
+  memory: 0.95,
+  redis: 0.9,
+  armor: undefined,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Schema and queries: the same for every contender
+// ---------------------------------------------------------------------------------------------------------------
+
+const typeDefs = /* GraphQL */ `
+  type Query {
+    hello: String!
+    user(id: ID!): User
+    users(first: Int = 10): [User!]!
+    post(id: ID!): Post
+  }
+  type User {
+    id: ID!
+    name: String!
+    email: String
+    posts(first: Int = 5): [Post!]!
+  }
+  type Post {
+    id: ID!
+    title: String!
+    body: String
+    author: User
+  }
+`
+
+interface UserRow {
+  id: string
+  name: string
+  email: string
+}
+interface PostRow {
+  id: string
+  title: string
+  body: string
+  authorId: string
+}
+
+const userRow = (id: string): UserRow => ({ id, name: `User ${id}`, email: `user${id}@example.com` })
+const postRow = (id: string): PostRow => ({
+  id,
+  title: `Post ${id}`,
+  body: 'Lorem ipsum dolor sit amet.',
+  authorId: String(Number(id) % 97),
+})
+
+const resolvers = {
+  Query: {
+    hello: () => 'world',
+    user: (_: unknown, args: { id: string }) => userRow(args.id),
+    users: (_: unknown, args: { first: number }) =>
+      Array.from({ length: Math.max(0, Math.min(args.first, 100)) }, (_, i) => userRow(String(i))),
+    post: (_: unknown, args: { id: string }) => postRow(args.id),
+  },
+  User: {
+    posts: (user: UserRow, args: { first: number }) =>
+      Array.from({ length: Math.max(0, Math.min(args.first, 100)) }, (_, i) =>
+        postRow(`${user.id}${String(i).padStart(2, '0')}`),
+      ),
+  },
+  Post: {
+    author: (post: PostRow) => userRow(post.authorId),
+  },
+}
+
+/** Slicing arguments, so tollbooth prices `users(first: $n)` by `$n` (and caches a cost per value of `$n`). */
+const costs: TollboothGraphQLOptions['costs'] = {
+  'Query.users': { listSize: { slicingArguments: ['first'] } },
+  'User.posts': { listSize: { slicingArguments: ['first'] } },
+}
+
+interface GraphQLRequestBody {
+  query: string
+  operationName?: string
+  variables?: Record<string, unknown>
+}
+
+const USERS_QUERY = /* GraphQL */ `
+  query Users($n: Int!) {
+    users(first: $n) {
+      id
+      name
+      posts(first: 5) {
+        id
+        title
+      }
+    }
+  }
+`
+const USER_QUERY = /* GraphQL */ `
+  query User($id: ID!) {
+    user(id: $id) {
+      id
+      name
+      email
+    }
+  }
+`
+const HELLO_QUERY = '{ hello }'
+const POST_QUERY = /* GraphQL */ `
+  query Post($id: ID!) {
+    post(id: $id) {
+      ...PostFields
+      author {
+        ...UserFields
+      }
+    }
+  }
+  fragment PostFields on Post {
+    id
+    title
+    body
+  }
+  fragment UserFields on User {
+    id
+    name
+  }
+`
+
+/** The i-th request of the mix: four queries in turn, variables varying with i. */
+function requestBody(i: number): GraphQLRequestBody {
+  switch (i % 4) {
+    case 0:
+      return { query: USERS_QUERY, operationName: 'Users', variables: { n: [5, 10, 20][(i >> 2) % 3] } }
+    case 1:
+      return { query: USER_QUERY, operationName: 'User', variables: { id: String(i) } }
+    case 2:
+      return { query: HELLO_QUERY }
+    default:
+      return { query: POST_QUERY, operationName: 'Post', variables: { id: String(i) } }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The load generator (child process)
+// ---------------------------------------------------------------------------------------------------------------
+
+interface LoadJob {
+  url: string
+  connections: number
+  warmupSeconds: number
+  measureSeconds: number
+  users: number
+}
+
+interface LoadResult {
+  requests: number
+  seconds: number
+  perSecond: number
+  p50: number
+  p99: number
+  non2xx: number
+  /** Socket errors and timeouts, as autocannon counts them. */
+  errors: number
+  timeouts: number
+  /** 2xx responses whose body holds `errors` or no `data`. */
+  graphqlErrors: number
+  sampleError: string | undefined
+  statusCodes: Record<string, number>
+  /** CPU time of the load generator over the measured phase, as a fraction of one core. */
+  clientCpu: number
+}
+
+/** The part of autocannon 8's API used here (the package ships no types). */
+interface AutocannonRequest {
+  method: string
+  path?: string
+  headers: Record<string, string>
+  body: string
+  onResponse?: (status: number, body: string) => void
+}
+interface AutocannonResult {
+  duration: number
+  requests: { total: number; average: number }
+  latency: { p50: number; p99: number }
+  errors: number
+  timeouts: number
+  non2xx: number
+  statusCodeStats: Record<string, { count: number }>
+}
+type Autocannon = (options: {
+  url: string
+  connections: number
+  duration: number
+  requests: AutocannonRequest[]
+}) => Promise<AutocannonResult>
+
+async function runLoad(job: LoadJob): Promise<LoadResult> {
+  const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon
+  let checking = false
+  let graphqlErrors = 0
+  let sampleError: string | undefined
+  const onResponse = (status: number, body: string) => {
+    if (!checking || status < 200 || status > 299) return
+    if (body.includes('"errors"') || !body.includes('"data"')) {
+      graphqlErrors++
+      sampleError ??= body.slice(0, 300)
+    }
+  }
+  const requests: AutocannonRequest[] = Array.from({ length: job.users }, (_, i) => ({
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/graphql-response+json',
+      [IDENTITY_HEADER]: `user-${i}`,
+    },
+    body: JSON.stringify(requestBody(i)),
+    onResponse,
+  }))
+  const options = { url: job.url, connections: job.connections, requests }
+  await autocannon({ ...options, duration: job.warmupSeconds })
+  process.stdout.write(`${JSON.stringify({ phase: 'measure' })}\n`)
+  checking = true
+  const cpuStart = process.cpuUsage()
+  const result = await autocannon({ ...options, duration: job.measureSeconds })
+  const cpu = process.cpuUsage(cpuStart)
+  const statusCodes: Record<string, number> = {}
+  for (const [code, { count }] of Object.entries(result.statusCodeStats)) statusCodes[code] = count
+  return {
+    requests: result.requests.total,
+    seconds: result.duration,
+    perSecond: result.requests.total / result.duration,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    graphqlErrors,
+    sampleError,
+    statusCodes,
+    clientCpu: (cpu.user + cpu.system) / 1e6 / result.duration,
+  }
+}
+
+/** `--load`: reads one LoadJob per stdin line, answers one LoadResult per stdout line, exits when stdin ends. */
+async function loadGenerator(): Promise<void> {
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (line.trim() === '') continue
+    const result = await runLoad(JSON.parse(line) as LoadJob)
+    process.stdout.write(`${JSON.stringify(result)}\n`)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The servers (this process)
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Contender {
+  readonly key: Key
+  readonly name: string
+  readonly url: string
+  readonly server: Server
+}
+
+async function yogaServer(key: Key, name: string, plugins: Plugin[]): Promise<Contender> {
+  const yoga = createYoga({
+    schema: createSchema({ typeDefs, resolvers }),
+    plugins,
+    logging: false,
+    graphiql: false,
+  })
+  const server = createServer(yoga)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return { key, name, url: `http://127.0.0.1:${port}/graphql`, server }
+}
+
+function tollbooth(store: Store | undefined, name: string): Plugin {
+  return useTollbooth({
+    limiter: tokenBucket({ name, store, ...BUDGET }),
+    identify: (context) => (context.request as Request).headers.get(IDENTITY_HEADER) ?? 'anonymous',
+    costs,
+  })
+}
+
+/** Sends every distinct query once and checks the answer; returns `extensions.cost.requestedQueryCost` of each. */
+async function check(contender: Contender): Promise<(number | undefined)[]> {
+  const costsSeen: (number | undefined)[] = []
+  for (let i = 0; i < 4; i++) {
+    const response = await fetch(contender.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/graphql-response+json',
+        [IDENTITY_HEADER]: 'check',
+      },
+      body: JSON.stringify(requestBody(i)),
+    })
+    const text = await response.text()
+    const body = JSON.parse(text) as {
+      data?: unknown
+      errors?: unknown
+      extensions?: { cost?: { requestedQueryCost: number } }
+    }
+    if (response.status !== 200 || body.errors !== undefined || body.data == null) {
+      throw new Error(`${contender.name}: query ${i} answered ${response.status} ${text.slice(0, 300)}`)
+    }
+    costsSeen.push(body.extensions?.cost?.requestedQueryCost)
+  }
+  return costsSeen
+}
+
+/** A load result with the server process' CPU time over the same phase. */
+interface Measured extends LoadResult {
+  /** CPU time of this (server) process, as a fraction of one core. */
+  serverCpu: number
+  /** CPU time of this process per request, in µs. */
+  serverMicrosPerRequest: number
+}
+
+/** The load generator process and its JSON answers. */
+class LoadProcess {
+  readonly child: ChildProcess
+  private readonly answers: string[] = []
+  private waiter: (() => void) | undefined
+
+  constructor() {
+    // The project's own tsx, loaded into a plain `node` (as bench/ws.ts does).
+    const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
+    this.child = spawn(process.execPath, ['--import', loader, fileURLToPath(import.meta.url), '--load'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      this.answers.push(line)
+      this.waiter?.()
+    })
+    this.child.once('exit', () => this.waiter?.())
+  }
+
+  /** Runs one job; adds this (server) process' CPU time over the measured phase. */
+  async run(job: LoadJob): Promise<Measured> {
+    this.child.stdin?.write(`${JSON.stringify(job)}\n`)
+    let cpuStart: NodeJS.CpuUsage | undefined
+    for (;;) {
+      const line = await this.next()
+      const answer = JSON.parse(line) as LoadResult | { phase: 'measure' }
+      if ('phase' in answer) {
+        cpuStart = process.cpuUsage()
+        continue
+      }
+      const cpu = process.cpuUsage(cpuStart)
+      const cpuMicros = cpu.user + cpu.system
+      return {
+        ...answer,
+        serverCpu: cpuMicros / 1e6 / answer.seconds,
+        serverMicrosPerRequest: cpuMicros / answer.requests,
+      }
+    }
+  }
+
+  private async next(): Promise<string> {
+    while (this.answers.length === 0) {
+      if (this.child.exitCode !== null || this.child.signalCode !== null) {
+        throw new Error(`load generator exited (${this.child.exitCode ?? this.child.signalCode})`)
+      }
+      await new Promise<void>((resolve) => {
+        this.waiter = resolve
+      })
+      this.waiter = undefined
+    }
+    return this.answers.shift() as string
+  }
+
+  async stop(): Promise<void> {
+    this.child.stdin?.end()
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return
+    const exited = new Promise((resolve) => this.child.once('exit', resolve))
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000)
+    await exited
+    clearTimeout(timer)
+  }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] as number
+}
+
+function fmt(value: number | undefined): string {
+  return value === undefined ? '?' : Math.round(value).toLocaleString('en-US')
+}
+
+function pct(fraction: number): string {
+  return `${Math.round(fraction * 100)}%`
+}
+
+function loadAverage(): string {
+  return loadavg()
+    .map((load) => load.toFixed(2))
+    .join(' ')
+}
+
+function count(counts: Map<string, number>, what: string): void {
+  counts.set(what, (counts.get(what) ?? 0) + 1)
+}
+
+async function main(): Promise<void> {
+  const started = performance.now()
+  const redis = await startRedis()
+  const redisOptions: RedisOptions = {
+    host: '127.0.0.1',
+    port: redis.port,
+    enableOfflineQueue: false,
+    lazyConnect: true,
+  }
+  const client = new Redis(redisOptions)
+  const contenders: Contender[] = []
+  const load = new LoadProcess()
+  const storeErrors = new Map<string, number>()
+  try {
+    await client.connect()
+    const redisVersion = /redis_version:(\S+)/.exec(await client.info('server'))?.[1] ?? '?'
+    const redisStore = new RedisStore({
+      client,
+      prefix: 'bench-gql:',
+      hooks: {
+        onStoreError: ({ error }) => count(storeErrors, error.code ?? error.message),
+        onBreakerChange: ({ to }) => count(storeErrors, `breaker → ${to}`),
+      },
+    })
+    contenders.push(
+      await yogaServer('plain', 'plain Yoga', []),
+      await yogaServer('memory', 'Yoga + tollbooth, MemoryStore', [tollbooth(undefined, 'bench-memory')]),
+      await yogaServer('redis', 'Yoga + tollbooth, RedisStore', [tollbooth(redisStore, 'bench-redis')]),
+      await yogaServer(
+        'armor',
+        'Yoga + graphql-armor (defaults)',
+        new EnvelopArmor().protect().plugins as Plugin[],
+      ),
+    )
+
+    console.log(
+      `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), redis-server ${redisVersion}, ` +
+        `NODE_ENV=${process.env.NODE_ENV ?? '(unset: graphql-js in development mode)'}, ` +
+        `load average before: ${loadAverage()}`,
+    )
+    console.log(
+      `autocannon: ${CONNECTIONS} connections, no pipelining, ${USERS} prebuilt requests cycled per connection ` +
+        `(4 queries in turn, ${USERS} identities in the ${IDENTITY_HEADER} header); ${WARMUP_S} s warm-up + ` +
+        `${MEASURE_S} s measured, ${ROUNDS} rounds (order rotated each round), medians shown`,
+    )
+    console.log(
+      `load generator in a separate process (pid ${load.child.pid}); servers and their stores in this one ` +
+        `(pid ${process.pid}); CPU is process CPU time over the measured phase (100% = one core)`,
+    )
+    console.log(
+      `tollbooth: tokenBucket ${JSON.stringify(BUDGET)}, identify from ${IDENTITY_HEADER}, costs: @listSize on ` +
+        'Query.users and User.posts; every other option default',
+    )
+    for (const contender of contenders) {
+      const seen = await check(contender)
+      const costText = seen.every((c) => c === undefined) ? '' : `, extensions.cost ${seen.join(' / ')}`
+      console.log(`  check ${contender.name}: 4 queries answered with data${costText}`)
+    }
+    console.log()
+
+    const job: Omit<LoadJob, 'url'> = {
+      connections: CONNECTIONS,
+      warmupSeconds: WARMUP_S,
+      measureSeconds: MEASURE_S,
+      users: USERS,
+    }
+    const results = new Map<Contender, Measured[]>(contenders.map((c) => [c, []]))
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = contenders.map((_, i) => contenders[(i + round) % contenders.length] as Contender)
+      for (const contender of order) {
+        const result = await load.run({ ...job, url: contender.url })
+        results.get(contender)?.push(result)
+        const problems = result.non2xx + result.errors + result.timeouts + result.graphqlErrors
+        console.log(
+          `round ${round + 1}  ${contender.name.padEnd(32)} ${fmt(result.perSecond).padStart(7)} req/s` +
+            `   p50 ${result.p50.toFixed(1)} ms  p99 ${result.p99.toFixed(1)} ms` +
+            `   server ${result.serverMicrosPerRequest.toFixed(0)} µs CPU/req, ` +
+            `CPU: server ${pct(result.serverCpu)} load ${pct(result.clientCpu)}` +
+            (problems === 0 ? '' : `   PROBLEMS: ${problems}`),
+        )
+      }
+    }
+
+    console.log()
+    console.log(
+      [
+        'server'.padEnd(32),
+        'req/s'.padStart(7),
+        'min–max of rounds'.padStart(18),
+        'p50 ms'.padStart(7),
+        'p99 ms'.padStart(7),
+        'µs CPU/req'.padStart(11),
+        'CPU srv/load'.padStart(13),
+        'responses'.padStart(10),
+        'non-2xx'.padStart(8),
+        'errors'.padStart(7),
+        'gql errors'.padStart(11),
+      ].join(' '),
+    )
+    const of = (contender: Contender) => results.get(contender) ?? []
+    const sum = (rounds: Measured[], pick: (r: Measured) => number) =>
+      rounds.reduce((total, r) => total + pick(r), 0)
+    for (const contender of contenders) {
+      const rounds = of(contender)
+      const rates = rounds.map((r) => r.perSecond).sort((a, b) => a - b)
+      console.log(
+        [
+          contender.name.padEnd(32),
+          fmt(median(rates)).padStart(7),
+          `${fmt(rates[0])}–${fmt(rates.at(-1))}`.padStart(18),
+          median(rounds.map((r) => r.p50))
+            .toFixed(1)
+            .padStart(7),
+          median(rounds.map((r) => r.p99))
+            .toFixed(1)
+            .padStart(7),
+          median(rounds.map((r) => r.serverMicrosPerRequest))
+            .toFixed(0)
+            .padStart(11),
+          `${pct(median(rounds.map((r) => r.serverCpu)))}/${pct(median(rounds.map((r) => r.clientCpu)))}`.padStart(
+            13,
+          ),
+          fmt(sum(rounds, (r) => r.requests)).padStart(10),
+          String(sum(rounds, (r) => r.non2xx)).padStart(8),
+          String(sum(rounds, (r) => r.errors + r.timeouts)).padStart(7),
+          String(sum(rounds, (r) => r.graphqlErrors)).padStart(11),
+        ].join(' '),
+      )
+      const statuses: Record<string, number> = {}
+      for (const r of rounds) {
+        for (const [code, n] of Object.entries(r.statusCodes)) statuses[code] = (statuses[code] ?? 0) + n
+      }
+      if (Object.keys(statuses).some((code) => code !== '200')) console.log('  status codes:', statuses)
+      const sample = rounds.find((r) => r.sampleError !== undefined)?.sampleError
+      if (sample !== undefined) console.log(`  first GraphQL error: ${sample}`)
+    }
+
+    const failures = contenders.reduce(
+      (total, c) => total + sum(of(c), (r) => r.non2xx + r.errors + r.timeouts + r.graphqlErrors),
+      0,
+    )
+    console.log(
+      failures === 0
+        ? '\nall responses: 200, with data and without errors'
+        : `\n${failures} responses were NOT 200 with data and without errors (see the table): the rates above are not comparable`,
+    )
+
+    // Verdicts on paired ratios: each round's rate over plain Yoga's in the same round, median over rounds (drift of
+    // the machine's load between rounds cancels out); the ratio of the medians and of server CPU per request too.
+    console.log()
+    const plain = contenders.find((c) => c.key === 'plain') as Contender
+    const plainRounds = of(plain)
+    for (const contender of contenders) {
+      if (contender === plain) continue
+      const rounds = of(contender)
+      const paired = median(rounds.map((r, i) => r.perSecond / (plainRounds[i]?.perSecond ?? Number.NaN)))
+      const ofMedians = median(rounds.map((r) => r.perSecond)) / median(plainRounds.map((r) => r.perSecond))
+      const cpu =
+        median(plainRounds.map((r) => r.serverMicrosPerRequest)) /
+        median(rounds.map((r) => r.serverMicrosPerRequest))
+      const target = TARGETS[contender.key]
+      const verdict =
+        target === undefined
+          ? '(reference, no target)'
+          : `target ≥ ${target.toFixed(2)}×   ${
+              paired >= target ? 'met' : `NOT met (${(((target - paired) / target) * 100).toFixed(0)}% short)`
+            }`
+      console.log(
+        `${contender.name.padEnd(32)} ${paired.toFixed(2)}× plain (paired; ratio of medians ${ofMedians.toFixed(2)}×)` +
+          `   ${verdict}`,
+      )
+      console.log(
+        `${''.padEnd(32)} server CPU per request, plain/this: ${cpu.toFixed(2)}× (what a CPU-bound server would get)` +
+          (target === undefined ? '' : `   ${cpu >= target ? 'met' : 'NOT met'}`),
+      )
+    }
+    console.log(
+      `\nload average after: ${loadAverage()}; total ${((performance.now() - started) / 1000).toFixed(0)} s`,
+    )
+    if (storeErrors.size > 0)
+      console.log('RedisStore errors and breaker changes:', Object.fromEntries(storeErrors))
+  } finally {
+    await load.stop()
+    for (const contender of contenders) {
+      contender.server.closeAllConnections()
+      await new Promise((resolve) => contender.server.close(resolve))
+    }
+    await client.quit().catch(() => client.disconnect())
+    await redis.stop()
+  }
+}
+
+if (process.argv.includes('--load')) await loadGenerator()
+else await main()
