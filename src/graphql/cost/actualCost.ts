@@ -5,9 +5,7 @@ import {
   type GraphQLCompositeType,
   type GraphQLField,
   GraphQLIncludeDirective,
-  type GraphQLNamedType,
   type GraphQLObjectType,
-  type GraphQLSchema,
   GraphQLSkipDirective,
   getArgumentValues,
   getDirectiveValues,
@@ -23,103 +21,103 @@ import {
 import type { CostModel } from './costModel.js'
 import { type CostSettings, weightedInputCost } from './estimator.js'
 
-interface CollectedField {
-  readonly node: FieldNode
-  readonly field: GraphQLField<unknown, unknown>
-  readonly parentType: GraphQLNamedType
+/** One response key of a selection set, with everything its cost needs worked out in advance. */
+interface PlannedField {
+  readonly responseKey: string
+  /** Added when the key is in the response: weighted arguments, `mutationCost`, or an introspection's flat price. */
+  readonly fixed: number
+  /** What each object (or leaf) of the value weighs; 0 for a flat-priced introspection field. */
+  readonly weight: number
+  /** The value's type when it holds objects to walk into; undefined for leaves and flat-priced fields. */
+  readonly objectType: GraphQLCompositeType | undefined
   /** Selection sets of every node with this response key, merged (graphql-js executes them as one field). */
   readonly subSets: readonly SelectionSetNode[]
+}
+
+/** The fields of a selection set as planned for one concrete (or unknown abstract) type. */
+interface PlannedSelection {
+  readonly fields: readonly PlannedField[]
+  /** Response keys under which `__typename` was selected (aliases included). */
+  readonly typenameKeys: readonly string[]
 }
 
 /**
  * The cost of what a response really holds, in the same model as the estimate: each object returned costs its
  * weight, lists count their real items, leaves their weight, weighted arguments what was given, root mutation
  * fields `mutationCost`. Nulls cost nothing. Used to refund `estimate − actual` after execution.
+ *
+ * A plan is built once per document, operation and value of the cost variables (the analyzer caches it next to
+ * the estimate): the walk of each response then only reads values, skipping every field that cannot cost anything.
  */
-export function actualCost(
-  model: CostModel,
-  settings: CostSettings,
-  document: DocumentNode,
-  operation: OperationDefinitionNode,
-  variables: Readonly<Record<string, unknown>>,
-  data: unknown,
-): number {
-  const schema = model.schema
-  const rootType =
-    operation.operation === 'query'
-      ? schema.getQueryType()
-      : operation.operation === 'mutation'
-        ? schema.getMutationType()
-        : schema.getSubscriptionType()
-  if (rootType == null || data === null || typeof data !== 'object') return 0
-  const walker = new ResponseWalker(model, settings, document, variables, operation.operation === 'mutation')
-  return walker.objectCost(rootType, [operation.selectionSet], data as Record<string, unknown>, true)
-}
-
-class ResponseWalker {
+export class ResponsePlan {
   private readonly fragments = new Map<string, FragmentDefinitionNode>()
-  private readonly collected = new WeakMap<
-    readonly SelectionSetNode[],
-    Map<string, Map<string, CollectedField>>
-  >()
+  private readonly planned = new WeakMap<readonly SelectionSetNode[], Map<string, PlannedSelection>>()
+  private readonly rootType: GraphQLObjectType | null | undefined
+  private readonly rootSets: readonly SelectionSetNode[]
 
   constructor(
     private readonly model: CostModel,
     private readonly settings: CostSettings,
     document: DocumentNode,
+    private readonly operation: OperationDefinitionNode,
     private readonly variables: Readonly<Record<string, unknown>>,
-    private readonly isMutation: boolean,
   ) {
     for (const definition of document.definitions) {
       if (definition.kind === Kind.FRAGMENT_DEFINITION) this.fragments.set(definition.name.value, definition)
     }
+    const schema = model.schema
+    this.rootType =
+      operation.operation === 'query'
+        ? schema.getQueryType()
+        : operation.operation === 'mutation'
+          ? schema.getMutationType()
+          : schema.getSubscriptionType()
+    this.rootSets = [operation.selectionSet]
   }
 
-  objectCost(
+  cost(data: unknown): number {
+    if (this.rootType == null || data === null || typeof data !== 'object') return 0
+    return this.objectCost(this.rootType, this.rootSets, data as Record<string, unknown>)
+  }
+
+  private objectCost(
     staticType: GraphQLCompositeType,
     sets: readonly SelectionSetNode[],
     value: Record<string, unknown>,
-    isRoot = false,
   ): number {
-    if (!isAbstractType(staticType)) return this.concreteCost(staticType, sets, value, isRoot)
+    if (!isAbstractType(staticType)) return this.fieldsCost(this.plan(sets, staticType), value)
     const concrete = this.typenameOf(staticType, sets, value)
-    if (concrete !== undefined) return this.concreteCost(concrete, sets, value, isRoot)
+    if (concrete !== undefined) return this.fieldsCost(this.plan(sets, concrete), value)
     // Without __typename the concrete type is unknown: price every possible type and keep the highest, as the
     // estimate does, so a client cannot earn a refund by ordering fragments.
     let highest = 0
     for (const possible of this.model.schema.getPossibleTypes(staticType)) {
-      highest = Math.max(highest, this.concreteCost(possible, sets, value, isRoot))
+      highest = Math.max(highest, this.fieldsCost(this.plan(sets, possible), value))
     }
     return highest
   }
 
-  private concreteCost(
-    runtimeType: GraphQLCompositeType,
-    sets: readonly SelectionSetNode[],
-    value: Record<string, unknown>,
-    isRoot: boolean,
-  ): number {
+  private fieldsCost(selection: PlannedSelection, value: Record<string, unknown>): number {
     let total = 0
-    for (const [responseKey, entry] of this.collect(sets, runtimeType)) {
-      const fieldValue = value[responseKey]
+    for (const field of selection.fields) {
+      const fieldValue = value[field.responseKey]
       if (fieldValue === undefined) continue
-      const name = entry.field.name
-      if (name === '__typename') continue
-      if (name === '__schema' || name === '__type') {
-        if (fieldValue !== null) total += this.settings.introspectionCost
-        continue
-      }
-      const cost = this.model.field(entry.parentType, entry.field)
-      if (cost.weightedArguments.length > 0) {
-        total += weightedInputCost(
-          cost.weightedArguments,
-          getArgumentValues(entry.field, entry.node, this.variables),
-        )
-      }
-      if (isRoot && this.isMutation) total += this.settings.mutationCost
-      total += this.valueCost(cost.weight, getNamedType(entry.field.type), entry.subSets, fieldValue)
+      // A field that ran keeps its fixed part (a mutation that answered null still ran); its null value is free.
+      total += field.fixed + this.valueCost(field, fieldValue)
     }
     return total
+  }
+
+  private valueCost(field: PlannedField, value: unknown): number {
+    if (value === null) return 0
+    if (Array.isArray(value)) {
+      let sum = 0
+      for (const item of value) sum += this.valueCost(field, item)
+      return sum
+    }
+    if (field.objectType === undefined) return field.weight
+    if (typeof value !== 'object') return 0
+    return field.weight + this.objectCost(field.objectType, field.subSets, value as Record<string, unknown>)
   }
 
   /** The object's concrete type, when `__typename` was selected (under any alias). */
@@ -128,55 +126,67 @@ class ResponseWalker {
     sets: readonly SelectionSetNode[],
     value: Record<string, unknown>,
   ): GraphQLObjectType | undefined {
-    for (const [responseKey, entry] of this.collect(sets, abstractType)) {
-      if (entry.field.name !== '__typename') continue
-      const concrete = this.model.schema.getType(String(value[responseKey]))
+    for (const key of this.plan(sets, abstractType).typenameKeys) {
+      const concrete = this.model.schema.getType(String(value[key]))
       if (isObjectType(concrete)) return concrete
     }
     return undefined
   }
 
-  private valueCost(
-    weight: number,
-    type: GraphQLNamedType,
-    subSets: readonly SelectionSetNode[],
-    value: unknown,
-  ): number {
-    if (Array.isArray(value)) {
-      let sum = 0
-      for (const item of value) sum += this.valueCost(weight, type, subSets, item)
-      return sum
-    }
-    if (value === null) return 0
-    if (!isCompositeType(type)) return weight
-    if (typeof value !== 'object') return 0
-    return weight + this.objectCost(type, subSets, value as Record<string, unknown>)
-  }
-
-  private collect(sets: readonly SelectionSetNode[], runtimeType: GraphQLCompositeType) {
-    let byType = this.collected.get(sets)
+  private plan(sets: readonly SelectionSetNode[], runtimeType: GraphQLCompositeType): PlannedSelection {
+    let byType = this.planned.get(sets)
     if (byType === undefined) {
       byType = new Map()
-      this.collected.set(sets, byType)
+      this.planned.set(sets, byType)
     }
-    let fields = byType.get(runtimeType.name)
-    if (fields === undefined) {
-      const nodes = new Map<
-        string,
-        { node: FieldNode; parentType: GraphQLCompositeType; sets: SelectionSetNode[] }
-      >()
-      const seenFragments = new Set<string>()
-      for (const set of sets) this.collectInto(set, runtimeType, runtimeType, nodes, seenFragments)
-      fields = new Map()
-      for (const [key, entry] of nodes) {
-        const field = fieldOf(entry.parentType, entry.node.name.value)
-        if (field !== undefined) {
-          fields.set(key, { node: entry.node, field, parentType: entry.parentType, subSets: entry.sets })
-        }
+    let selection = byType.get(runtimeType.name)
+    if (selection === undefined) {
+      selection = this.compile(sets, runtimeType)
+      byType.set(runtimeType.name, selection)
+    }
+    return selection
+  }
+
+  private compile(sets: readonly SelectionSetNode[], runtimeType: GraphQLCompositeType): PlannedSelection {
+    const collected = new Map<
+      string,
+      { node: FieldNode; parentType: GraphQLCompositeType; sets: SelectionSetNode[] }
+    >()
+    const seenFragments = new Set<string>()
+    for (const set of sets) this.collectInto(set, runtimeType, runtimeType, collected, seenFragments)
+    const isRoot = sets === this.rootSets
+    const fields: PlannedField[] = []
+    const typenameKeys: string[] = []
+    for (const [responseKey, entry] of collected) {
+      const name = entry.node.name.value
+      if (name === '__typename') {
+        typenameKeys.push(responseKey)
+        continue
       }
-      byType.set(runtimeType.name, fields)
+      if (name === '__schema' || name === '__type') {
+        // Flat-priced when it answered: `weight` carries the price so that a null answer costs nothing.
+        const flat = this.settings.introspectionCost
+        if (flat > 0) fields.push({ responseKey, fixed: 0, weight: flat, objectType: undefined, subSets: [] })
+        continue
+      }
+      const field = fieldOf(entry.parentType, name)
+      if (field === undefined) continue
+      const cost = this.model.field(entry.parentType, field)
+      let fixed = 0
+      if (cost.weightedArguments.length > 0) {
+        fixed += weightedInputCost(
+          cost.weightedArguments,
+          getArgumentValues(field, entry.node, this.variables),
+        )
+      }
+      if (isRoot && this.operation.operation === 'mutation') fixed += this.settings.mutationCost
+      const namedType = getNamedType(field.type)
+      const objectType = isCompositeType(namedType) ? namedType : undefined
+      // A leaf that weighs nothing and adds nothing cannot change the cost: leave it out of the walk.
+      if (objectType === undefined && cost.weight === 0 && fixed === 0) continue
+      fields.push({ responseKey, fixed, weight: cost.weight, objectType, subSets: entry.sets })
     }
-    return fields
+    return { fields, typenameKeys }
   }
 
   private collectInto(
@@ -216,7 +226,7 @@ class ResponseWalker {
   /** Whether a fragment on `condition` can apply to an object of `runtimeType` (unknown concrete: any overlap). */
   private applies(condition: GraphQLCompositeType, runtimeType: GraphQLCompositeType): boolean {
     if (condition === runtimeType) return true
-    const schema: GraphQLSchema = this.model.schema
+    const schema = this.model.schema
     if (isObjectType(runtimeType))
       return isAbstractType(condition) && schema.isSubType(condition, runtimeType)
     if (isObjectType(condition)) return schema.isSubType(runtimeType, condition)
@@ -232,9 +242,6 @@ class ResponseWalker {
 }
 
 function fieldOf(type: GraphQLCompositeType, name: string): GraphQLField<unknown, unknown> | undefined {
-  if (name === '__typename' || name === '__schema' || name === '__type') {
-    return { name, type: type, args: [] } as unknown as GraphQLField<unknown, unknown>
-  }
   if (isObjectType(type) || isInterfaceType(type)) return type.getFields()[name]
   return undefined
 }

@@ -10,7 +10,7 @@ import {
 import { getComplexity } from 'graphql-query-complexity'
 import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
 import { nonNegativeInteger, positiveInteger } from '../../core/validate.js'
-import { actualCost } from './actualCost.js'
+import { ResponsePlan } from './actualCost.js'
 import { type CostMap, CostModel } from './costModel.js'
 import { type DocumentPlan, planDocument } from './documentPlan.js'
 import { type CostSettings, costEstimator, type EstimateRun, type FieldPricing } from './estimator.js'
@@ -59,6 +59,8 @@ const MAX_CACHE_KEY_LENGTH = 1024
 interface DocumentEntry {
   readonly plan: DocumentPlan
   readonly costs: Map<string, number>
+  /** Compiled response walks, keyed like `costs` (they depend on the same variables). */
+  readonly responsePlans: Map<string, ResponsePlan>
 }
 
 /**
@@ -118,10 +120,21 @@ export class CostAnalyzer {
   /** What the response `data` really costs in the same model. */
   actual(input: OperationInput, data: unknown): number {
     const model = this.model(input.schema)
-    const operation = selectOperation(input.document, input.operationName)
-    if (operation === undefined) return 0
-    const variables = coerceVariables(input.schema, operation, input.variables ?? {})
-    return actualCost(model, this.settings, input.document, operation, variables, data)
+    const entry = this.documentEntry(model, input.document)
+    const raw = input.variables ?? {}
+    const cacheKey = costCacheKey(entry.plan, input.operationName, raw)
+    let plan = cacheKey === undefined ? undefined : entry.responsePlans.get(cacheKey)
+    if (plan === undefined) {
+      const operation = selectOperation(input.document, input.operationName)
+      if (operation === undefined) return 0
+      const variables = coerceVariables(input.schema, operation, raw)
+      plan = new ResponsePlan(model, this.settings, input.document, operation, variables)
+      if (cacheKey !== undefined) {
+        if (entry.responsePlans.size >= MAX_COSTS_PER_DOCUMENT) entry.responsePlans.clear()
+        entry.responsePlans.set(cacheKey, plan)
+      }
+    }
+    return plan.cost(data)
   }
 
   private documentEntry(model: CostModel, document: DocumentNode): DocumentEntry {
@@ -132,7 +145,7 @@ export class CostAnalyzer {
     }
     let entry = byDocument.get(document)
     if (entry === undefined) {
-      entry = { plan: planDocument(model, document), costs: new Map() }
+      entry = { plan: planDocument(model, document), costs: new Map(), responsePlans: new Map() }
       byDocument.set(document, entry)
     }
     return entry
