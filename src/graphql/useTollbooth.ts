@@ -12,7 +12,7 @@ import type { Plugin } from 'graphql-yoga'
 import type { Decision } from '../core/decision.js'
 import { type ConcurrencyLimiter, concurrencyLimit, type Lease } from '../core/limiters/concurrencyLimit.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
-import { mergeRateLimitHeaders, rateLimitHeaders } from '../http/rateLimitHeaders.js'
+import { rateLimitHeaders } from '../http/rateLimitHeaders.js'
 import { type ResolvedConfig, resolveConfig } from './config.js'
 import {
   CostAnalyzer,
@@ -366,8 +366,8 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     onResponse({ request, response }) {
       const headers = responseHeaders.get(request)
       if (headers === undefined) return
-      for (const [name, value] of Object.entries(mergeRateLimitHeaders([headers]))) {
-        if (!response.headers.has(name)) response.headers.set(name, value)
+      for (const name in headers) {
+        if (!response.headers.has(name)) response.headers.set(name, headers[name] as string)
       }
     },
   }
