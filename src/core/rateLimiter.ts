@@ -98,6 +98,19 @@ export class RateLimiter extends LimiterBase {
     await this.store.delete(this.name, key)
   }
 
+  /**
+   * @internal A `consume` (or, with a cost of 0, a `peek`) answered synchronously when the store is in memory;
+   * undefined when the store is remote. Lets an adapter on the request path skip a promise per decision.
+   */
+  decideNow(key: string, cost: number): Decision | undefined {
+    const memory = this.memoryStore
+    if (memory === undefined) return undefined
+    validKey(this.algorithm, key)
+    if (cost === 0) return this.runInMemory(memory, this.request('peek', key, 1), 0)
+    validAmount(this.algorithm, 'cost', cost)
+    return this.runInMemory(memory, this.request('consume', key, cost), cost)
+  }
+
   /** @internal The store request of one step; `allOf` sends several of them in one atomic call. */
   request(op: string, key: string, amount: number): StoreRequest {
     return { algorithm: this.rate.step, op, limiter: this.name, key, args: this.rate.args(amount) }

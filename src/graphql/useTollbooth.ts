@@ -52,6 +52,19 @@ interface Admission {
 }
 
 type Stop = (result: ExecutionResult) => void
+type MaybePromise<T> = T | Promise<T>
+
+/** `next(value)`, after `value` settles if it is a promise: keeps synchronous paths synchronous. */
+function andThen<T, R>(value: MaybePromise<T>, next: (value: T) => MaybePromise<R>): MaybePromise<R> {
+  return value instanceof Promise ? value.then(next) : next(value)
+}
+
+/** The budget decision: synchronous on a memory store, a `consume` (or a `peek` for a free operation) otherwise. */
+function decide(limiter: RateLimiter, identity: string, cost: number): MaybePromise<Decision> {
+  const now = typeof limiter.decideNow === 'function' ? limiter.decideNow(identity, cost) : undefined
+  if (now !== undefined) return now
+  return cost > 0 ? limiter.consume(identity, cost) : limiter.peek(identity)
+}
 
 /**
  * The Yoga/Envelop plugin: parse-time guards, structural rules, cost, per-identity budget, sensitive-field limits,
@@ -77,7 +90,11 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   const batchCosts = new WeakMap<object, number>()
   const guardedParsers = new WeakMap<object, ReturnType<typeof guardParse>>()
 
-  const admit = async (args: ExecutionArgs, stop: Stop): Promise<Admission | undefined> => {
+  /**
+   * Prices, checks and charges one operation. Synchronous when nothing needs to wait (a memory store, a fixed
+   * limiter, a synchronous `identify`, no sensitive field): most requests then pay no promise for admission.
+   */
+  const admit = (args: ExecutionArgs, stop: Stop): MaybePromise<Admission | undefined> => {
     const context = (args.contextValue ?? {}) as unknown as GraphQLContext
     const operation = selectOperation(args.document, args.operationName)
     if (operation === undefined) return undefined // the executor reports the missing or ambiguous operation
@@ -152,39 +169,42 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       batchCosts.set(request, judgedCost) // a refused operation does not count toward its batch
     }
 
-    const pendingFieldCheck = fieldLimits.check(
+    const fieldCheck = fieldLimits.check(
       args.schema,
       args.document,
       operation,
       () => coercedVariables(args, operation),
       () => contextIp(context, config.resolveIp),
     )
-    const fieldDenial = pendingFieldCheck === undefined ? undefined : await pendingFieldCheck
-    if (fieldDenial !== undefined) {
-      const { decision, limiter, coordinate } = fieldDenial
-      const error = rateLimited(
-        config,
-        `Too many calls to ${coordinate}; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`,
-        decision,
-        limiter,
-        { field: coordinate },
+    return andThen(fieldCheck, (fieldDenial) => {
+      if (fieldDenial !== undefined) {
+        const { decision, limiter, coordinate } = fieldDenial
+        const error = rateLimited(
+          config,
+          `Too many calls to ${coordinate}; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`,
+          decision,
+          limiter,
+          { field: coordinate },
+        )
+        if (refuse(error, cost, decision)) return undefined
+      }
+      return andThen(config.limiter(context), (limiter) =>
+        andThen(config.identify(context), (identity) =>
+          // A free operation is never refused; its peek only feeds the headers and throttleStatus.
+          andThen(decide(limiter, identity, cost), (decision) => {
+            if (!decision.allowed && cost > 0) {
+              const message =
+                cost > limiter.limit
+                  ? `The operation costs ${cost}, more than the budget can ever hold (${limiter.limit}).`
+                  : `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
+              const error = rateLimited(config, message, decision, limiter, limitDetails(config, { cost }))
+              if (refuse(error, cost, decision)) return undefined
+            }
+            return { input, operation, cost, limiter, identity, decision, wouldRefuse }
+          }),
+        ),
       )
-      if (refuse(error, cost, decision)) return undefined
-    }
-
-    const limiter = await config.limiter(context)
-    const identity = await config.identify(context)
-    // A free operation is never refused; the peek only feeds the headers and throttleStatus.
-    const decision = cost > 0 ? await limiter.consume(identity, cost) : await limiter.peek(identity)
-    if (!decision.allowed && cost > 0) {
-      const message =
-        cost > limiter.limit
-          ? `The operation costs ${cost}, more than the budget can ever hold (${limiter.limit}).`
-          : `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
-      const error = rateLimited(config, message, decision, limiter, limitDetails(config, { cost }))
-      if (refuse(error, cost, decision)) return undefined
-    }
-    return { input, operation, cost, limiter, identity, decision, wouldRefuse }
+    })
   }
 
   /** After execution: refund what the response did not use, report, add `extensions.cost` and the headers. */
@@ -287,16 +307,17 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       for (const rule of rules) addValidationRule(rule)
     },
 
-    async onExecute({ args, setResultAndStopExecution }) {
-      const admission = await admit(args, setResultAndStopExecution)
-      if (admission === undefined) return undefined
-      const context = (args.contextValue ?? {}) as unknown as GraphQLContext
-      return {
-        onExecuteDone({ result, setResult }) {
-          // Incremental delivery (@defer/@stream) is charged its estimate and not refunded.
-          if (!isAsyncIterable(result)) setResult(settle(admission, context, result))
-        },
-      }
+    onExecute({ args, setResultAndStopExecution }) {
+      return andThen(admit(args, setResultAndStopExecution), (admission) => {
+        if (admission === undefined) return undefined
+        const context = (args.contextValue ?? {}) as unknown as GraphQLContext
+        return {
+          onExecuteDone({ result, setResult }) {
+            // Incremental delivery (@defer/@stream) is charged its estimate and not refunded.
+            if (!isAsyncIterable(result)) setResult(settle(admission, context, result))
+          },
+        }
+      })
     },
 
     async onSubscribe({ args, setResultAndStopExecution }) {
