@@ -1,11 +1,9 @@
 import {
-  type DocumentNode,
   type ExecutionArgs,
   type ExecutionResult,
   GraphQLError,
   getVariableValues,
   type OperationDefinitionNode,
-  parse,
   type ValidationRule,
 } from 'graphql'
 import type { Plugin } from 'graphql-yoga'
@@ -17,6 +15,7 @@ import { type ResolvedConfig, resolveConfig } from './config.js'
 import {
   CostAnalyzer,
   type OperationInput,
+  type PricedOperation,
   selectOperation,
   TooLargeToPriceError,
 } from './cost/costAnalyzer.js'
@@ -41,7 +40,8 @@ export interface CostExtension {
 
 /** What admission decided for one operation, kept to refund and report after execution. */
 interface Admission {
-  readonly input: OperationInput
+  /** Undefined when the operation was too large to price (dry-run lets it run). */
+  readonly priced: PricedOperation | undefined
   readonly operation: OperationDefinitionNode
   readonly cost: number
   readonly limiter: RateLimiter
@@ -88,6 +88,19 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   /** Per HTTP request: RateLimit headers to send, and the batch's running cost. */
   const responseHeaders = new WeakMap<object, Record<string, string>>()
   const batchCosts = new WeakMap<object, number>()
+  /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
+  const batchGuard = {
+    onRequestParseDone({ requestParserResult }: { requestParserResult: unknown }) {
+      if (Array.isArray(requestParserResult) && requestParserResult.length > config.maxBatchSize) {
+        throw refusal(
+          RefusalCodes.BATCH_TOO_LARGE,
+          `A batch may hold at most ${config.maxBatchSize} operations.`,
+          413,
+          limitDetails(config, { limit: config.maxBatchSize }),
+        )
+      }
+    },
+  }
   const guardedParsers = new WeakMap<object, ReturnType<typeof guardParse>>()
 
   /**
@@ -132,8 +145,10 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     }
 
     let cost: number
+    let priced: PricedOperation | undefined
     try {
-      cost = analyzer.estimate(input)
+      priced = analyzer.priceOperation(input)
+      cost = priced.cost
     } catch (error) {
       if (error instanceof TooLargeToPriceError) {
         const tooLarge = refusal(
@@ -200,7 +215,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
               const error = rateLimited(config, message, decision, limiter, limitDetails(config, { cost }))
               if (refuse(error, cost, decision)) return undefined
             }
-            return { input, operation, cost, limiter, identity, decision, wouldRefuse }
+            return { priced, operation, cost, limiter, identity, decision, wouldRefuse }
           }),
         ),
       )
@@ -214,7 +229,9 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     result: ExecutionResult,
   ): ExecutionResult => {
     const { cost, decision, limiter } = admission
-    const actual = Math.min(cost, analyzer.actual(admission.input, result.data))
+    // Too large to price (dry-run only): nothing to count against, nothing refunded.
+    const actual =
+      admission.priced === undefined ? cost : Math.min(cost, admission.priced.actual(result.data))
     const refund = decision.allowed && decision.source === 'store' ? cost - actual : 0
     if (refund > 0) {
       // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
@@ -269,18 +286,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     },
 
     onRequestParse() {
-      return {
-        onRequestParseDone({ requestParserResult }) {
-          if (Array.isArray(requestParserResult) && requestParserResult.length > config.maxBatchSize) {
-            throw refusal(
-              RefusalCodes.BATCH_TOO_LARGE,
-              `A batch may hold at most ${config.maxBatchSize} operations.`,
-              413,
-              limitDetails(config, { limit: config.maxBatchSize }),
-            )
-          }
-        },
-      }
+      return batchGuard
     },
 
     onParse({ params, parseFn, setParseFn }) {

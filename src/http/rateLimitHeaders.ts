@@ -52,46 +52,7 @@ export function rateLimitHeaders(
   policy: RateLimitPolicy,
   options?: RateLimitHeadersOptions,
 ): Record<string, string> {
-  if (policy == null || typeof policy !== 'object') throw invalidOption(OWNER, 'policy', 'an object', policy)
-  const name = sfString(policy.name)
-  const quota = policy.quota
-  if (typeof quota !== 'number' || !Number.isSafeInteger(quota) || quota < 0 || quota > SF_INTEGER_MAX) {
-    throw invalidOption(OWNER, 'policy.quota', 'a non-negative integer', quota)
-  }
-  let policyItem = `${name};q=${quota}`
-  const unit = policy.unit
-  if (unit !== undefined) {
-    if (unit !== 'requests' && unit !== 'content-bytes' && unit !== 'concurrent-requests') {
-      throw invalidOption(
-        OWNER,
-        'policy.unit',
-        "one of 'requests', 'content-bytes', 'concurrent-requests'",
-        unit,
-      )
-    }
-    if (unit !== 'requests') policyItem += `;qu="${unit}"`
-  }
-  const window = policy.windowSeconds
-  if (window !== undefined) {
-    if (
-      typeof window !== 'number' ||
-      !Number.isSafeInteger(window) ||
-      window <= 0 ||
-      window > SF_INTEGER_MAX
-    ) {
-      throw invalidOption(OWNER, 'policy.windowSeconds', 'a positive integer number of seconds', window)
-    }
-    policyItem += `;w=${window}`
-  }
-  let pk = ''
-  if (policy.partitionKey !== undefined) {
-    if (typeof policy.partitionKey !== 'string' || policy.partitionKey.length === 0) {
-      throw invalidOption(OWNER, 'policy.partitionKey', 'a non-empty string', policy.partitionKey)
-    }
-    pk = `;pk=:${Buffer.from(policy.partitionKey, 'utf8').toString('base64')}:`
-    policyItem += pk
-  }
-
+  const { name, policyItem, pk } = policyParts(policy)
   const remaining = clampInteger(Math.floor(decision.remaining))
   let reset = seconds(decision.resetMs)
   let retryAfter: number | undefined
@@ -106,7 +67,7 @@ export function rateLimitHeaders(
   }
   if (retryAfter !== undefined) headers['Retry-After'] = String(retryAfter)
   if (options?.legacy === true) {
-    headers['X-RateLimit-Limit'] = String(quota)
+    headers['X-RateLimit-Limit'] = String(policy.quota)
     headers['X-RateLimit-Remaining'] = String(remaining)
     headers['X-RateLimit-Reset'] = String(reset)
   }
@@ -174,6 +135,63 @@ export function mergeRateLimitHeaders(list: readonly Record<string, string>[]): 
     }
   }
   return merged
+}
+
+interface PolicyParts {
+  readonly name: string
+  readonly policyItem: string
+  readonly pk: string
+}
+
+/** Serialized parts of frozen policies (a limiter's `policy` is frozen): built and checked once, not per response. */
+const frozenPolicyParts = new WeakMap<RateLimitPolicy, PolicyParts>()
+
+function policyParts(policy: RateLimitPolicy): PolicyParts {
+  if (policy == null || typeof policy !== 'object') throw invalidOption(OWNER, 'policy', 'an object', policy)
+  const known = frozenPolicyParts.get(policy)
+  if (known !== undefined) return known
+  const name = sfString(policy.name)
+  const quota = policy.quota
+  if (typeof quota !== 'number' || !Number.isSafeInteger(quota) || quota < 0 || quota > SF_INTEGER_MAX) {
+    throw invalidOption(OWNER, 'policy.quota', 'a non-negative integer', quota)
+  }
+  let policyItem = `${name};q=${quota}`
+  const unit = policy.unit
+  if (unit !== undefined) {
+    if (unit !== 'requests' && unit !== 'content-bytes' && unit !== 'concurrent-requests') {
+      throw invalidOption(
+        OWNER,
+        'policy.unit',
+        "one of 'requests', 'content-bytes', 'concurrent-requests'",
+        unit,
+      )
+    }
+    if (unit !== 'requests') policyItem += `;qu="${unit}"`
+  }
+  const window = policy.windowSeconds
+  if (window !== undefined) {
+    if (
+      typeof window !== 'number' ||
+      !Number.isSafeInteger(window) ||
+      window <= 0 ||
+      window > SF_INTEGER_MAX
+    ) {
+      throw invalidOption(OWNER, 'policy.windowSeconds', 'a positive integer number of seconds', window)
+    }
+    policyItem += `;w=${window}`
+  }
+  let pk = ''
+  if (policy.partitionKey !== undefined) {
+    if (typeof policy.partitionKey !== 'string' || policy.partitionKey.length === 0) {
+      throw invalidOption(OWNER, 'policy.partitionKey', 'a non-empty string', policy.partitionKey)
+    }
+    pk = `;pk=:${Buffer.from(policy.partitionKey, 'utf8').toString('base64')}:`
+    policyItem += pk
+  }
+
+  const parts = { name, policyItem, pk }
+  if (Object.isFrozen(policy)) frozenPolicyParts.set(policy, parts)
+  return parts
 }
 
 /** Serializes a policy name as a Structured Field String (RFC 9651 §4.1.6). */

@@ -40,6 +40,12 @@ export interface OperationInput {
   variables?: Readonly<Record<string, unknown>> | null | undefined
 }
 
+/** An operation's estimate, and how to count its response after execution. */
+export interface PricedOperation {
+  readonly cost: number
+  actual(data: unknown): number
+}
+
 /** The operation could not be priced within `maxFieldVisits`. */
 export class TooLargeToPriceError extends TollboothError {
   constructor(readonly maxFieldVisits: number) {
@@ -103,31 +109,51 @@ export class CostAnalyzer {
    * Throws `TooLargeToPriceError` past `maxFieldVisits`, and the GraphQLErrors of invalid variables.
    */
   estimate(input: OperationInput): number {
-    const model = this.model(input.schema)
-    const entry = this.documentEntry(model, input.document)
-    const raw = input.variables ?? {}
-    const cacheKey = costCacheKey(entry.plan, input.operationName, raw)
-    const cached = cacheKey === undefined ? undefined : entry.costs.get(cacheKey)
-    if (cached !== undefined) return cached
-    const cost = this.price(model, entry.plan, input)
-    if (cacheKey !== undefined) {
-      if (entry.costs.size >= MAX_COSTS_PER_DOCUMENT) entry.costs.clear()
-      entry.costs.set(cacheKey, cost)
-    }
-    return cost
+    return this.priceOperation(input).cost
   }
 
   /** What the response `data` really costs in the same model. */
   actual(input: OperationInput, data: unknown): number {
     const model = this.model(input.schema)
     const entry = this.documentEntry(model, input.document)
+    const cacheKey = costCacheKey(entry.plan, input.operationName, input.variables ?? {})
+    return this.countResponse(model, entry, cacheKey, input, data)
+  }
+
+  /**
+   * The estimate, and the counting of the response to come, from one cache lookup: what the plugin uses, once
+   * before execution and once after. Throws as `estimate()` does.
+   */
+  priceOperation(input: OperationInput): PricedOperation {
+    const model = this.model(input.schema)
+    const entry = this.documentEntry(model, input.document)
     const raw = input.variables ?? {}
     const cacheKey = costCacheKey(entry.plan, input.operationName, raw)
+    let cost = cacheKey === undefined ? undefined : entry.costs.get(cacheKey)
+    if (cost === undefined) {
+      cost = this.price(model, entry.plan, input)
+      if (cacheKey !== undefined) {
+        if (entry.costs.size >= MAX_COSTS_PER_DOCUMENT) entry.costs.clear()
+        entry.costs.set(cacheKey, cost)
+      }
+    }
+    const actual = (data: unknown): number => this.countResponse(model, entry, cacheKey, input, data)
+    return { cost, actual }
+  }
+
+  /** Counts a response with the compiled plan of its document and cost variables (built on first use). */
+  private countResponse(
+    model: CostModel,
+    entry: DocumentEntry,
+    cacheKey: string | undefined,
+    input: OperationInput,
+    data: unknown,
+  ): number {
     let plan = cacheKey === undefined ? undefined : entry.responsePlans.get(cacheKey)
     if (plan === undefined) {
       const operation = selectOperation(input.document, input.operationName)
       if (operation === undefined) return 0
-      const variables = coerceVariables(input.schema, operation, raw)
+      const variables = coerceVariables(input.schema, operation, input.variables ?? {})
       plan = new ResponsePlan(model, this.settings, input.document, operation, variables)
       if (cacheKey !== undefined) {
         if (entry.responsePlans.size >= MAX_COSTS_PER_DOCUMENT) entry.responsePlans.clear()
