@@ -111,6 +111,15 @@ export class RateLimiter extends LimiterBase {
     return this.runInMemory(memory, this.request('consume', key, cost), cost)
   }
 
+  /** @internal A `refund` applied synchronously when the store is in memory; undefined when it is remote. */
+  refundNow(key: string, amount: number): Decision | undefined {
+    const memory = this.memoryStore
+    if (memory === undefined) return undefined
+    validKey(this.algorithm, key)
+    validAmount(this.algorithm, 'amount', amount)
+    return this.runInMemory(memory, this.request('refund', key, amount), amount)
+  }
+
   /** @internal The store request of one step; `allOf` sends several of them in one atomic call. */
   request(op: string, key: string, amount: number): StoreRequest {
     return { algorithm: this.rate.step, op, limiter: this.name, key, args: this.rate.args(amount) }

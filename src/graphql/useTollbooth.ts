@@ -233,7 +233,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     const actual =
       admission.priced === undefined ? cost : Math.min(cost, admission.priced.actual(result.data))
     const refund = decision.allowed && decision.source === 'store' ? cost - actual : 0
-    if (refund > 0) {
+    if (refund > 0 && limiter.refundNow?.(admission.identity, refund) === undefined) {
       // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
       limiter.refund(admission.identity, refund).catch(() => {})
     }
