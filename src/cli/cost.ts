@@ -3,7 +3,7 @@ import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import {
-  buildSchema,
+  buildASTSchema,
   type DocumentNode,
   GraphQLError,
   type GraphQLSchema,
@@ -104,9 +104,29 @@ async function loadSchema(file: string): Promise<GraphQLSchema> {
   const sdl = await readText(file)
   const declaresDirectives = /directive\s+@(cost|listSize)\b/.test(sdl)
   try {
-    return buildSchema(new Source(declaresDirectives ? sdl : `${sdl}\n${costDirectivesTypeDefs}`, file))
+    const document = parse(new Source(declaresDirectives ? sdl : `${sdl}\n${costDirectivesTypeDefs}`, file))
+    const errors = await sdlErrors(document)
+    if (errors.length > 0) throw new InputError(errors.map((error) => located(file, error)).join('\n'))
+    return buildASTSchema(document)
   } catch (error) {
+    if (error instanceof InputError) throw error
     throw new InputError(located(file, error))
+  }
+}
+
+/**
+ * The SDL's errors with their locations. `buildASTSchema` reports them joined in one message without locations;
+ * graphql-js's `validateSDL` has them, from a module path that is not part of its public index (hence the guard:
+ * without it, the joined message is still reported).
+ */
+async function sdlErrors(document: DocumentNode): Promise<readonly GraphQLError[]> {
+  try {
+    const { validateSDL } = (await import('graphql/validation/validate.js')) as {
+      validateSDL: (document: DocumentNode) => readonly GraphQLError[]
+    }
+    return validateSDL(document)
+  } catch {
+    return []
   }
 }
 

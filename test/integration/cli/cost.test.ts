@@ -120,6 +120,16 @@ describe('npx tollbooth cost', () => {
     )
     expect(schemaAsQuery.code).toBe(1)
     expect(schemaAsQuery.stderr).toMatch(/^tollbooth cost: test\/fixtures\/cost\/query\.graphql/)
+    const unknownType = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/invalid-schema.graphql`,
+      `${FIXTURES}/query.graphql`,
+    )
+    expect(unknownType).toMatchObject({
+      code: 1,
+      stderr: `tollbooth cost: ${FIXTURES}/invalid-schema.graphql:2:6: Unknown type "Nope".\n`,
+    })
     const missing = await tollbooth('cost', '--schema', `${FIXTURES}/schema.graphql`, 'nope.graphql')
     expect(missing).toMatchObject({ code: 1, stderr: 'tollbooth cost: nope.graphql: no such file\n' })
     const usage = await tollbooth('cost', `${FIXTURES}/query.graphql`)
