@@ -1,5 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import {
   buildSchema,
   type DocumentNode,
@@ -28,14 +29,12 @@ import type { CostMap, ListSizeConfig } from '../../../../src/graphql/cost/costM
 /**
  * The GitHub corpus of Cha et al. (ESEC/FSE 2020, ASE 2021): 151 real GitHub queries with their real responses,
  * and the authors' list sizes for GitHub. A static estimate is only safe to charge if it bounds the real cost:
- * no estimate may be below what the response really holds. See /work/shared/corpus/github/README.md.
+ * no estimate may be below what the response really holds. See test/fixtures/github-corpus/README.md.
  *
  * defaultListSize stays at the library default (10): neither the README nor list-sizes.yaml gives one, and the
  * test "no estimate depends on defaultListSize" shows that no object list of this corpus falls back to it.
  */
-const corpusDir = process.env.TOLLBOOTH_GITHUB_CORPUS ?? '/work/shared/corpus/github'
-const haveCorpus = existsSync(join(corpusDir, 'github-queries.json'))
-if (!haveCorpus) console.warn(`GitHub corpus not found in ${corpusDir}: its cost check is skipped`)
+const corpusDir = fileURLToPath(new URL('../../../fixtures/github-corpus', import.meta.url))
 
 interface CorpusEntry {
   source: string
@@ -253,15 +252,14 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)] ?? Number.NaN
 }
 
-describe.skipIf(!haveCorpus)('GitHub corpus (Cha et al.): estimates bound the real cost', () => {
-  const sdl = haveCorpus ? readFileSync(join(corpusDir, 'github.graphql'), 'utf8') : ''
-  const schema = haveCorpus ? buildSchema(sdl) : buildSchema('type Query { x: Int }')
-  const { costs, resolvers, matchedBy } = haveCorpus
-    ? translateListSizes(schema, readFileSync(join(corpusDir, 'list-sizes.yaml'), 'utf8'))
-    : { costs: {}, resolvers: {}, matchedBy: new Map<string, string[]>() }
-  const corpus: CorpusEntry[] = haveCorpus
-    ? JSON.parse(readFileSync(join(corpusDir, 'github-queries.json'), 'utf8'))
-    : []
+describe('GitHub corpus (Cha et al.): estimates bound the real cost', () => {
+  const sdl = readFileSync(join(corpusDir, 'github.graphql'), 'utf8')
+  const schema = buildSchema(sdl)
+  const { costs, resolvers, matchedBy } = translateListSizes(
+    schema,
+    readFileSync(join(corpusDir, 'list-sizes.yaml'), 'utf8'),
+  )
+  const corpus: CorpusEntry[] = JSON.parse(readFileSync(join(corpusDir, 'github-queries.json'), 'utf8'))
   const entries = corpus.map((entry, index) => {
     const document = parse(entry.query)
     // Three entries (github-query-2020-07-22-3) store the data object itself, without the `data` wrapper.
