@@ -1,6 +1,7 @@
 import {
   type DocumentNode,
   type FieldNode,
+  type FragmentDefinitionNode,
   type GraphQLCompositeType,
   type GraphQLField,
   type GraphQLSchema,
@@ -23,6 +24,7 @@ import type { RateLimiter } from '../core/rateLimiter.js'
 import type { Store } from '../core/stores/store.js'
 import { oneOf, positiveInteger } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
+import { fragmentsOf, readPath } from './documentParts.js'
 import type { FieldLimitConfig } from './options.js'
 
 const OWNER = 'useTollbooth'
@@ -181,15 +183,11 @@ export class FieldLimits {
     }
     const known = byOperation.get(operation)
     if (known !== undefined) return known
-    const rootType =
-      operation.operation === 'query'
-        ? schema.getQueryType()
-        : operation.operation === 'mutation'
-          ? schema.getMutationType()
-          : schema.getSubscriptionType()
+    const rootType = schema.getRootType(operation.operation)
     const found: Occurrence[] = []
-    if (rootType != null)
-      collect(schema, document, operation.selectionSet, rootType, limits, found, new Set())
+    if (rootType != null) {
+      collect(schema, fragmentsOf(document), operation.selectionSet, rootType, limits, found, new Set())
+    }
     byOperation.set(operation, found)
     return found
   }
@@ -197,7 +195,7 @@ export class FieldLimits {
 
 function collect(
   schema: GraphQLSchema,
-  document: DocumentNode,
+  fragments: ReadonlyMap<string, FragmentDefinitionNode>,
   set: SelectionSetNode,
   parentType: GraphQLCompositeType,
   limits: ReadonlyMap<string, LimitedField>,
@@ -213,7 +211,7 @@ function collect(
       if (limit !== undefined) into.push({ node: selection, field, limit })
       const fieldType = getNamedType(field.type)
       if (selection.selectionSet !== undefined && isCompositeType(fieldType)) {
-        collect(schema, document, selection.selectionSet, fieldType, limits, into, seenFragments)
+        collect(schema, fragments, selection.selectionSet, fieldType, limits, into, seenFragments)
       }
       continue
     }
@@ -225,23 +223,15 @@ function collect(
     } else {
       if (seenFragments.has(selection.name.value)) continue
       seenFragments.add(selection.name.value)
-      const fragment = document.definitions.find(
-        (d) => d.kind === Kind.FRAGMENT_DEFINITION && d.name.value === selection.name.value,
-      )
-      if (fragment?.kind !== Kind.FRAGMENT_DEFINITION) continue
+      const fragment = fragments.get(selection.name.value)
+      if (fragment === undefined) continue
       fragmentSet = fragment.selectionSet
       typeName = fragment.typeCondition.name.value
     }
     const conditionType = typeName === undefined ? parentType : schema.getType(typeName)
     if (isCompositeType(conditionType))
-      collect(schema, document, fragmentSet, conditionType, limits, into, seenFragments)
+      collect(schema, fragments, fragmentSet, conditionType, limits, into, seenFragments)
   }
-}
-
-function readPath(args: Readonly<Record<string, unknown>>, path: readonly string[]): unknown {
-  let value: unknown = args
-  for (const key of path) value = (value as Record<string, unknown> | null | undefined)?.[key]
-  return value
 }
 
 /** The same person types their e-mail many ways: `Alice@Example.com ` and `alice@example.com` are one key. */

@@ -4,11 +4,8 @@ import {
   type FragmentDefinitionNode,
   type GraphQLCompositeType,
   type GraphQLField,
-  GraphQLIncludeDirective,
   type GraphQLObjectType,
-  GraphQLSkipDirective,
   getArgumentValues,
-  getDirectiveValues,
   getNamedType,
   isAbstractType,
   isCompositeType,
@@ -18,6 +15,7 @@ import {
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql'
+import { fragmentsOf, isIncluded } from '../documentParts.js'
 import type { CostModel } from './costModel.js'
 import { type CostSettings, weightedInputCost } from './estimator.js'
 
@@ -50,7 +48,7 @@ interface PlannedSelection {
  * the estimate): the walk of each response then only reads values, skipping every field that cannot cost anything.
  */
 export class ResponsePlan {
-  private readonly fragments = new Map<string, FragmentDefinitionNode>()
+  private readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>
   private readonly planned = new WeakMap<readonly SelectionSetNode[], Map<string, PlannedSelection>>()
   private readonly rootType: GraphQLObjectType | null | undefined
   private readonly rootSets: readonly SelectionSetNode[]
@@ -62,16 +60,8 @@ export class ResponsePlan {
     private readonly operation: OperationDefinitionNode,
     private readonly variables: Readonly<Record<string, unknown>>,
   ) {
-    for (const definition of document.definitions) {
-      if (definition.kind === Kind.FRAGMENT_DEFINITION) this.fragments.set(definition.name.value, definition)
-    }
-    const schema = model.schema
-    this.rootType =
-      operation.operation === 'query'
-        ? schema.getQueryType()
-        : operation.operation === 'mutation'
-          ? schema.getMutationType()
-          : schema.getSubscriptionType()
+    this.fragments = fragmentsOf(document)
+    this.rootType = model.schema.getRootType(operation.operation)
     this.rootSets = [operation.selectionSet]
   }
 
@@ -197,7 +187,7 @@ export class ResponsePlan {
     seenFragments: Set<string>,
   ): void {
     for (const selection of set.selections) {
-      if (!this.included(selection)) continue
+      if (!isIncluded(selection, this.variables)) continue
       if (selection.kind === Kind.FIELD) {
         const key = selection.alias?.value ?? selection.name.value
         let entry = into.get(key)
@@ -231,13 +221,6 @@ export class ResponsePlan {
       return isAbstractType(condition) && schema.isSubType(condition, runtimeType)
     if (isObjectType(condition)) return schema.isSubType(runtimeType, condition)
     return true
-  }
-
-  private included(selection: { directives?: readonly unknown[] | undefined }): boolean {
-    if (selection.directives === undefined || selection.directives.length === 0) return true
-    const node = selection as Parameters<typeof getDirectiveValues>[1]
-    if (getDirectiveValues(GraphQLSkipDirective, node, this.variables)?.if === true) return false
-    return getDirectiveValues(GraphQLIncludeDirective, node, this.variables)?.if !== false
   }
 }
 

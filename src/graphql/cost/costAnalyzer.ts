@@ -1,6 +1,5 @@
 import {
   type DocumentNode,
-  type FragmentDefinitionNode,
   GraphQLError,
   type GraphQLSchema,
   getVariableValues,
@@ -10,6 +9,7 @@ import {
 import { getComplexity } from 'graphql-query-complexity'
 import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
 import { nonNegativeInteger, positiveInteger } from '../../core/validate.js'
+import { fragmentsOf } from '../documentParts.js'
 import { ResponsePlan } from './actualCost.js'
 import { type CostMap, CostModel } from './costModel.js'
 import { type DocumentPlan, planDocument } from './documentPlan.js'
@@ -187,12 +187,8 @@ export class CostAnalyzer {
     if (operation === undefined) return { total: 0, fields: [] }
     const trace: FieldPricing[] = []
     const total = this.price(model, this.documentEntry(model, input.document).plan, input, trace)
-    const fragments = new Map<string, FragmentDefinitionNode>()
-    for (const definition of input.document.definitions) {
-      if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition)
-    }
     const variables = coerceVariables(input.schema, operation, input.variables ?? {})
-    return explainTrace(operation, fragments, variables, trace, total)
+    return explainTrace(operation, fragmentsOf(input.document), variables, trace, total)
   }
 
   private price(model: CostModel, plan: DocumentPlan, input: OperationInput, trace?: FieldPricing[]): number {

@@ -10,6 +10,7 @@ import {
   visit,
   visitWithTypeInfo,
 } from 'graphql'
+import { fragmentsOf } from '../documentParts.js'
 import type { CostModel, FieldCost } from './costModel.js'
 
 /** A connection field whose `@listSize(sizedFields:)` sizes one of its child fields. */
@@ -32,10 +33,7 @@ export interface DocumentPlan {
 }
 
 export function planDocument(model: CostModel, document: DocumentNode): DocumentPlan {
-  const fragments = new Map<string, FragmentDefinitionNode>()
-  for (const definition of document.definitions) {
-    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition)
-  }
+  const fragments = fragmentsOf(document)
   const sizingParents = new Map<FieldNode, SizingParent[]>()
   const costVariables = new Set<string>()
   const typeInfo = new TypeInfo(model.schema)

@@ -8,6 +8,7 @@ import {
   isNonNullType,
 } from 'graphql'
 import type { ComplexityEstimator, ComplexityEstimatorArgs } from 'graphql-query-complexity'
+import { readPath } from '../documentParts.js'
 import type { CostModel, FieldCost, ResolvedListSize, WeightedInput } from './costModel.js'
 import type { DocumentPlan } from './documentPlan.js'
 
@@ -144,8 +145,7 @@ function listSizeOf(
 ): ListSize {
   let largest: ListSize | undefined
   for (const path of listSize?.slicingArguments ?? []) {
-    let value: unknown = args
-    for (const key of path) value = (value as Record<string, unknown> | null | undefined)?.[key]
+    const value = readPath(args, path)
     // A negative slice returns nothing; a fraction cannot be given (Int).
     if (
       typeof value === 'number' &&

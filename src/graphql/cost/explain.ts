@@ -1,14 +1,12 @@
 import {
   type FieldNode,
   type FragmentDefinitionNode,
-  GraphQLIncludeDirective,
-  GraphQLSkipDirective,
-  getDirectiveValues,
   Kind,
   type OperationDefinitionNode,
   print,
   type SelectionSetNode,
 } from 'graphql'
+import { isIncluded } from '../documentParts.js'
 import type { FieldPricing } from './estimator.js'
 
 /** One priced field and the fields priced inside it. */
@@ -38,16 +36,10 @@ export function explainTrace(
   total: number,
 ): CostExplanation {
   let next = 0
-  const included = (selection: { directives?: readonly unknown[] | undefined }): boolean => {
-    if (selection.directives === undefined || selection.directives.length === 0) return true
-    const node = selection as Parameters<typeof getDirectiveValues>[1]
-    if (getDirectiveValues(GraphQLSkipDirective, node, variables)?.if === true) return false
-    return getDirectiveValues(GraphQLIncludeDirective, node, variables)?.if !== false
-  }
   const walk = (set: SelectionSetNode, activeFragments: Set<string>): FieldExplanation[] => {
     const fields: FieldExplanation[] = []
     for (const selection of set.selections) {
-      if (!included(selection)) continue
+      if (!isIncluded(selection, variables)) continue
       if (selection.kind === Kind.FIELD) {
         const children =
           selection.selectionSet === undefined ? [] : walk(selection.selectionSet, activeFragments)
