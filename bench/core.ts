@@ -22,12 +22,13 @@
  * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
  * Each Redis contender gets its own ioredis client with the same options, `redisClientOptions` below.
  */
-import { cpus, loadavg } from 'node:os'
+import { cpus } from 'node:os'
 import { Redis, type RedisOptions } from 'ioredis'
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible'
 import { type Decision, MemoryStore, type RateLimiter, RedisStore, tokenBucket } from '../src/index.js'
 import { startRedis } from '../test/helpers/redisServer.js'
 import { LatencyHistogram } from './latency.js'
+import { count, fmt, loadAverage, median } from './report.js'
 
 const CONCURRENCY = 256
 const KEY_COUNT = 10_000
@@ -168,11 +169,6 @@ async function phase(contender: Contender, durationMs: number): Promise<Result> 
 async function measure(contender: Contender): Promise<Result> {
   await phase(contender, WARMUP_MS)
   return phase(contender, MEASURE_MS)
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] as number
 }
 
 async function main(): Promise<void> {
@@ -334,21 +330,6 @@ async function main(): Promise<void> {
     memoryStore.close()
     await redis.stop()
   }
-}
-
-function count(counts: Map<string, number>, what: string): void {
-  counts.set(what, (counts.get(what) ?? 0) + 1)
-}
-
-/** 1, 5 and 15 minute load averages: other processes on the machine skew the numbers. */
-function loadAverage(): string {
-  return loadavg()
-    .map((load) => load.toFixed(2))
-    .join(' ')
-}
-
-function fmt(value: number | undefined): string {
-  return value === undefined ? '?' : Math.round(value).toLocaleString('en-US')
 }
 
 await main()

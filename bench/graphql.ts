@@ -31,19 +31,23 @@
  *
  * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer, type Server } from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
-import { cpus, loadavg } from 'node:os'
-import { createInterface } from 'node:readline'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { cpus } from 'node:os'
 import { EnvelopArmor } from '@escape.tech/graphql-armor'
 import { createSchema, createYoga, type Plugin } from 'graphql-yoga'
 import { Redis, type RedisOptions } from 'ioredis'
 import { type TollboothGraphQLOptions, useTollbooth } from '../src/graphql/index.js'
 import { RedisStore, type Store, tokenBucket } from '../src/index.js'
 import { startRedis } from '../test/helpers/redisServer.js'
+import {
+  announceMeasuredPhase,
+  LoadProcess,
+  type Measured as MeasuredLoad,
+  serveLoadJobs,
+} from './loadProcess.js'
+import { count, fmt, loadAverage, median, pct } from './report.js'
 
 const CONNECTIONS = 50
 const WARMUP_S = 2
@@ -271,7 +275,7 @@ async function runLoad(job: LoadJob): Promise<LoadResult> {
   }))
   const options = { url: job.url, connections: job.connections, requests }
   await autocannon({ ...options, duration: job.warmupSeconds })
-  process.stdout.write(`${JSON.stringify({ phase: 'measure' })}\n`)
+  announceMeasuredPhase()
   checking = true
   const cpuStart = process.cpuUsage()
   const result = await autocannon({ ...options, duration: job.measureSeconds })
@@ -294,14 +298,8 @@ async function runLoad(job: LoadJob): Promise<LoadResult> {
   }
 }
 
-/** `--load`: reads one LoadJob per stdin line, answers one LoadResult per stdout line, exits when stdin ends. */
-async function loadGenerator(): Promise<void> {
-  for await (const line of createInterface({ input: process.stdin })) {
-    if (line.trim() === '') continue
-    const result = await runLoad(JSON.parse(line) as LoadJob)
-    process.stdout.write(`${JSON.stringify(result)}\n`)
-  }
-}
+/** A round's result with the server's CPU time, per request too. */
+type Measured = MeasuredLoad<LoadResult> & { serverMicrosPerRequest: number }
 
 // ---------------------------------------------------------------------------------------------------------------
 // The servers (this process)
@@ -362,100 +360,6 @@ async function check(contender: Contender): Promise<(number | undefined)[]> {
   return costsSeen
 }
 
-/** A load result with the server process' CPU time over the same phase. */
-interface Measured extends LoadResult {
-  /** CPU time of this (server) process, as a fraction of one core. */
-  serverCpu: number
-  /** CPU time of this process per request, in µs. */
-  serverMicrosPerRequest: number
-}
-
-/** The load generator process and its JSON answers. */
-class LoadProcess {
-  readonly child: ChildProcess
-  private readonly answers: string[] = []
-  private waiter: (() => void) | undefined
-
-  constructor() {
-    // The project's own tsx, loaded into a plain `node` (as bench/ws.ts does).
-    const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
-    this.child = spawn(process.execPath, ['--import', loader, fileURLToPath(import.meta.url), '--load'], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    })
-    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      this.answers.push(line)
-      this.waiter?.()
-    })
-    this.child.once('exit', () => this.waiter?.())
-  }
-
-  /** Runs one job; adds this (server) process' CPU time over the measured phase. */
-  async run(job: LoadJob): Promise<Measured> {
-    this.child.stdin?.write(`${JSON.stringify(job)}\n`)
-    let cpuStart: NodeJS.CpuUsage | undefined
-    for (;;) {
-      const line = await this.next()
-      const answer = JSON.parse(line) as LoadResult | { phase: 'measure' }
-      if ('phase' in answer) {
-        cpuStart = process.cpuUsage()
-        continue
-      }
-      const cpu = process.cpuUsage(cpuStart)
-      const cpuMicros = cpu.user + cpu.system
-      return {
-        ...answer,
-        serverCpu: cpuMicros / 1e6 / answer.seconds,
-        serverMicrosPerRequest: cpuMicros / answer.requests,
-      }
-    }
-  }
-
-  private async next(): Promise<string> {
-    while (this.answers.length === 0) {
-      if (this.child.exitCode !== null || this.child.signalCode !== null) {
-        throw new Error(`load generator exited (${this.child.exitCode ?? this.child.signalCode})`)
-      }
-      await new Promise<void>((resolve) => {
-        this.waiter = resolve
-      })
-      this.waiter = undefined
-    }
-    return this.answers.shift() as string
-  }
-
-  async stop(): Promise<void> {
-    this.child.stdin?.end()
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return
-    const exited = new Promise((resolve) => this.child.once('exit', resolve))
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000)
-    await exited
-    clearTimeout(timer)
-  }
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] as number
-}
-
-function fmt(value: number | undefined): string {
-  return value === undefined ? '?' : Math.round(value).toLocaleString('en-US')
-}
-
-function pct(fraction: number): string {
-  return `${Math.round(fraction * 100)}%`
-}
-
-function loadAverage(): string {
-  return loadavg()
-    .map((load) => load.toFixed(2))
-    .join(' ')
-}
-
-function count(counts: Map<string, number>, what: string): void {
-  counts.set(what, (counts.get(what) ?? 0) + 1)
-}
-
 async function main(): Promise<void> {
   const started = performance.now()
   const redis = await startRedis()
@@ -467,7 +371,7 @@ async function main(): Promise<void> {
   }
   const client = new Redis(redisOptions)
   const contenders: Contender[] = []
-  const load = new LoadProcess()
+  const load = new LoadProcess<LoadJob, LoadResult>(import.meta.url)
   const storeErrors = new Map<string, number>()
   try {
     await client.connect()
@@ -526,7 +430,11 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       const order = contenders.map((_, i) => contenders[(i + round) % contenders.length] as Contender)
       for (const contender of order) {
-        const result = await load.run({ ...job, url: contender.url })
+        const measured = await load.run({ ...job, url: contender.url })
+        const result: Measured = {
+          ...measured,
+          serverMicrosPerRequest: measured.serverCpuMicros / measured.requests,
+        }
         results.get(contender)?.push(result)
         const problems = result.non2xx + result.errors + result.timeouts + result.graphqlErrors
         console.log(
@@ -648,5 +556,5 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv.includes('--load')) await loadGenerator()
+if (process.argv.includes('--load')) await serveLoadJobs(runLoad)
 else await main()

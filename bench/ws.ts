@@ -20,12 +20,8 @@
  *
  * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
-import { createRequire } from 'node:module'
-import { cpus, loadavg } from 'node:os'
-import { createInterface } from 'node:readline'
+import { cpus } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Redis, type RedisOptions } from 'ioredis'
 import { WebSocket, WebSocketServer } from 'ws'
 import { RedisStore } from '../src/index.js'
@@ -36,6 +32,13 @@ import {
 } from '../src/ws/index.js'
 import { startRedis } from '../test/helpers/redisServer.js'
 import { LatencyHistogram } from './latency.js'
+import {
+  announceMeasuredPhase,
+  LoadProcess,
+  type Measured as MeasuredLoad,
+  serveLoadJobs,
+} from './loadProcess.js'
+import { count, fmt, loadAverage, median, pct } from './report.js'
 
 const CLIENTS = 50
 const WINDOW = 32
@@ -139,7 +142,7 @@ async function runLoad(job: LoadJob): Promise<LoadResult> {
   }
   await sleep(job.warmupMs)
   // Tells the server process to read its CPU clock now (it reads it again when the result comes).
-  process.stdout.write(`${JSON.stringify({ phase: 'measure' })}\n`)
+  announceMeasuredPhase()
   measuring = true
   const start = performance.now()
   const cpuStart = process.cpuUsage()
@@ -174,14 +177,8 @@ async function runLoad(job: LoadJob): Promise<LoadResult> {
   }
 }
 
-/** `--load`: reads one LoadJob per stdin line, answers one LoadResult per stdout line, exits when stdin ends. */
-async function loadGenerator(): Promise<void> {
-  for await (const line of createInterface({ input: process.stdin })) {
-    if (line.trim() === '') continue
-    const result = await runLoad(JSON.parse(line) as LoadJob)
-    process.stdout.write(`${JSON.stringify(result)}\n`)
-  }
-}
+/** A round's result with the server's CPU time, per echo too. */
+type Measured = MeasuredLoad<LoadResult> & { serverMicrosPerEcho: number }
 
 // ---------------------------------------------------------------------------------------------------------------
 // The servers (this process)
@@ -222,100 +219,6 @@ async function echoServer(key: Key, name: string, protect?: ProtectWebSocketOpti
   return { key, name, url: `ws://127.0.0.1:${port}`, wss, protection, counters }
 }
 
-/** A load result with the server process' CPU time over the same phase. */
-interface Measured extends LoadResult {
-  /** CPU time of this (server) process, as a fraction of one core. */
-  serverCpu: number
-  /** CPU time of this process per echo, in µs: the server's cost of one message in and one out. */
-  serverMicrosPerEcho: number
-}
-
-/** The load generator process and its JSON answers. */
-class LoadProcess {
-  readonly child: ChildProcess
-  private readonly answers: string[] = []
-  private waiter: (() => void) | undefined
-
-  constructor() {
-    // The project's own tsx, loaded into a plain `node` (as test/integration/multiProcess.test.ts does).
-    const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
-    this.child = spawn(process.execPath, ['--import', loader, fileURLToPath(import.meta.url), '--load'], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    })
-    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      this.answers.push(line)
-      this.waiter?.()
-    })
-    this.child.once('exit', () => this.waiter?.())
-  }
-
-  /** Runs one job; adds this (server) process' CPU time over the measured phase. */
-  async run(job: LoadJob): Promise<Measured> {
-    this.child.stdin?.write(`${JSON.stringify(job)}\n`)
-    let cpuStart: NodeJS.CpuUsage | undefined
-    for (;;) {
-      const line = await this.next()
-      const answer = JSON.parse(line) as LoadResult | { phase: 'measure' }
-      if ('phase' in answer) {
-        cpuStart = process.cpuUsage()
-        continue
-      }
-      const cpu = process.cpuUsage(cpuStart)
-      const cpuMicros = cpu.user + cpu.system
-      return {
-        ...answer,
-        serverCpu: cpuMicros / 1e6 / answer.seconds,
-        serverMicrosPerEcho: cpuMicros / answer.echoes,
-      }
-    }
-  }
-
-  private async next(): Promise<string> {
-    while (this.answers.length === 0) {
-      if (this.child.exitCode !== null || this.child.signalCode !== null) {
-        throw new Error(`load generator exited (${this.child.exitCode ?? this.child.signalCode})`)
-      }
-      await new Promise<void>((resolve) => {
-        this.waiter = resolve
-      })
-      this.waiter = undefined
-    }
-    return this.answers.shift() as string
-  }
-
-  async stop(): Promise<void> {
-    this.child.stdin?.end()
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return
-    const exited = new Promise((resolve) => this.child.once('exit', resolve))
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000)
-    await exited
-    clearTimeout(timer)
-  }
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] as number
-}
-
-function fmt(value: number | undefined): string {
-  return value === undefined ? '?' : Math.round(value).toLocaleString('en-US')
-}
-
-function pct(fraction: number): string {
-  return `${Math.round(fraction * 100)}%`
-}
-
-function loadAverage(): string {
-  return loadavg()
-    .map((load) => load.toFixed(2))
-    .join(' ')
-}
-
-function count(counts: Map<string, number>, what: string): void {
-  counts.set(what, (counts.get(what) ?? 0) + 1)
-}
-
 async function main(): Promise<void> {
   const redis = await startRedis()
   const redisOptions: RedisOptions = {
@@ -326,7 +229,7 @@ async function main(): Promise<void> {
   }
   const client = new Redis(redisOptions)
   const contenders: Contender[] = []
-  const load = new LoadProcess()
+  const load = new LoadProcess<LoadJob, LoadResult>(import.meta.url)
   const storeErrors = new Map<string, number>()
   const redisStore = (prefix: string) =>
     new RedisStore({
@@ -392,7 +295,11 @@ async function main(): Promise<void> {
     for (let round = 1; round <= ROUNDS; round++) {
       const order = round % 2 === 0 ? [...contenders].reverse() : contenders
       for (const contender of order) {
-        const result = await load.run({ ...job, url: contender.url })
+        const measured = await load.run({ ...job, url: contender.url })
+        const result: Measured = {
+          ...measured,
+          serverMicrosPerEcho: measured.serverCpuMicros / measured.echoes,
+        }
         results.get(contender)?.push(result)
         console.log(
           `round ${round}  ${contender.name.padEnd(42)} ${fmt(result.perSecond).padStart(9)} msg/s` +
@@ -501,5 +408,5 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv.includes('--load')) await loadGenerator()
+if (process.argv.includes('--load')) await serveLoadJobs(runLoad)
 else await main()

@@ -1,0 +1,91 @@
+/**
+ * The load generator of a benchmark in a process of its own, so that it does not share the server's event loop:
+ * the bench script runs itself again with `--load` (`serveLoadJobs`), and the server side (`LoadProcess`) sends it
+ * one JSON job per line and reads one JSON result per line. The generator prints `{ "phase": "measure" }` when
+ * the measured phase starts, so the server process can take its own CPU time over exactly that phase.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { createInterface } from 'node:readline'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+
+/** A load result, plus this (server) process' CPU time over the measured phase. */
+export type Measured<Result> = Result & {
+  /** CPU time of the server process, as a fraction of one core. */
+  serverCpu: number
+  /** CPU time of the server process over the measured phase, in µs. */
+  serverCpuMicros: number
+}
+
+/** The side of the generator: answers each job read from stdin with `run(job)`, exits when stdin ends. */
+export async function serveLoadJobs<Job, Result>(run: (job: Job) => Promise<Result>): Promise<void> {
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (line.trim() === '') continue
+    const result = await run(JSON.parse(line) as Job)
+    process.stdout.write(`${JSON.stringify(result)}\n`)
+  }
+}
+
+/** Tells the server side that the measured phase starts now (the generator calls it after its warm-up). */
+export function announceMeasuredPhase(): void {
+  process.stdout.write(`${JSON.stringify({ phase: 'measure' })}\n`)
+}
+
+/** The server side: the generator process and its JSON answers. */
+export class LoadProcess<Job, Result extends { seconds: number }> {
+  readonly child: ChildProcess
+  private readonly answers: string[] = []
+  private waiter: (() => void) | undefined
+
+  /** `script` is the bench's own `import.meta.url`; it is started with `--load`. */
+  constructor(script: string) {
+    // The project's own tsx, loaded into a plain `node` (as test/integration/multiProcess.test.ts does).
+    const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
+    this.child = spawn(process.execPath, ['--import', loader, fileURLToPath(script), '--load'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      this.answers.push(line)
+      this.waiter?.()
+    })
+    this.child.once('exit', () => this.waiter?.())
+  }
+
+  /** Runs one job; adds this (server) process' CPU time over the measured phase. */
+  async run(job: Job): Promise<Measured<Result>> {
+    this.child.stdin?.write(`${JSON.stringify(job)}\n`)
+    let cpuStart: NodeJS.CpuUsage | undefined
+    for (;;) {
+      const answer = JSON.parse(await this.next()) as Result | { phase: 'measure' }
+      if ('phase' in answer) {
+        cpuStart = process.cpuUsage()
+        continue
+      }
+      const cpu = process.cpuUsage(cpuStart)
+      const serverCpuMicros = cpu.user + cpu.system
+      return { ...answer, serverCpu: serverCpuMicros / 1e6 / answer.seconds, serverCpuMicros }
+    }
+  }
+
+  private async next(): Promise<string> {
+    while (this.answers.length === 0) {
+      if (this.child.exitCode !== null || this.child.signalCode !== null) {
+        throw new Error(`load generator exited (${this.child.exitCode ?? this.child.signalCode})`)
+      }
+      await new Promise<void>((resolve) => {
+        this.waiter = resolve
+      })
+      this.waiter = undefined
+    }
+    return this.answers.shift() as string
+  }
+
+  async stop(): Promise<void> {
+    this.child.stdin?.end()
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return
+    const exited = new Promise((resolve) => this.child.once('exit', resolve))
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000)
+    await exited
+    clearTimeout(timer)
+  }
+}
