@@ -13,7 +13,10 @@
  *           operation in Redis (decisions of one tick travel in one script call);
  * - armor:  + @escape.tech/graphql-armor's `new EnvelopArmor().protect()` plugins with their defaults (cost limit
  *           5000, max depth 6, max aliases 15, max directives 50, max tokens 1000, field suggestions blocked): a
- *           static-analysis-only protection, for reference.
+ *           static-analysis-only protection, for reference;
+ * - with `--calibrate` (`npm run bench:graphql -- --calibrate`), two reference plugins that do no protection: one
+ *           spending BURN_MICROS µs of CPU per operation, one deferring execution by a turn of the event loop (see
+ *           `burnPlugin` and `deferPlugin`): what a known cost reads as here, and how much scheduling alone moves.
  * Budgets are far beyond what the load can spend (capacity 1e9, refill 1e6/s): nothing is refused, what is measured
  * is the overhead. The identity is the `x-bench-user` header (read by `identify`), spread over USERS values.
  *
@@ -21,7 +24,7 @@
  * that mix the QUERIES below (with variables, a fragment, a bare query); WARMUP_S of the same load (not counted),
  * then MEASURE_S measured. autocannon runs in a separate process (this file again, with `--load`, in a plain
  * `node --import <tsx loader>`, as bench/ws.ts does), so this process only serves; with 2 CPUs, the server, the
- * load and redis-server share the machine. ROUNDS rounds, each running the four contenders in a rotated order;
+ * load and redis-server share the machine. ROUNDS rounds, each running the contenders in a rotated order;
  * the table shows medians, the verdicts paired ratios (each round's rate over plain Yoga's in the same round).
  * Every response is checked: non-2xx, socket errors, timeouts and GraphQL `errors` are counted and printed.
  *
@@ -30,6 +33,10 @@
  * set it: `NODE_ENV=production npm run bench:graphql` measures that setting (the load process inherits it).
  *
  * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
+ *
+ * What is measured is the built package, imported by its own name (`tollbooth`, `tollbooth/graphql`: `dist/`,
+ * what npm publishes; the script builds first), not the TypeScript sources: tsx compiles those with esbuild's
+ * `keepNames`, which wraps every function created per request in a `__name()` call, a cost no user pays.
  */
 import { createServer, type Server } from 'node:http'
 import { createRequire } from 'node:module'
@@ -38,8 +45,8 @@ import { cpus } from 'node:os'
 import { EnvelopArmor } from '@escape.tech/graphql-armor'
 import { createSchema, createYoga, type Plugin } from 'graphql-yoga'
 import { Redis, type RedisOptions } from 'ioredis'
-import { type TollboothGraphQLOptions, useTollbooth } from '../src/graphql/index.js'
-import { RedisStore, type Store, tokenBucket } from '../src/index.js'
+import { RedisStore, type Store, tokenBucket } from 'tollbooth'
+import { type TollboothGraphQLOptions, useTollbooth } from 'tollbooth/graphql'
 import { startRedis } from '../test/helpers/redisServer.js'
 import {
   announceMeasuredPhase,
@@ -52,18 +59,23 @@ import { count, fmt, loadAverage, median, pct } from './report.js'
 const CONNECTIONS = 50
 const WARMUP_S = 2
 const MEASURE_S = 8
-const ROUNDS = 3
+const ROUNDS = 5
 const USERS = 1000
 const BUDGET = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 }
 const IDENTITY_HEADER = 'x-bench-user'
 
-type Key = 'plain' | 'memory' | 'redis' | 'armor'
+type Key = 'plain' | 'memory' | 'redis' | 'armor' | 'burn' | 'deferred'
 const TARGETS: Record<Key, number | undefined> = {
   plain: undefined,
   memory: 0.95,
   redis: 0.9,
   armor: undefined,
+  burn: undefined,
+  deferred: undefined,
 }
+/** `--calibrate`: two reference plugins that do nothing but spend known CPU, or defer execution (see below). */
+const CALIBRATE = process.argv.includes('--calibrate')
+const BURN_MICROS = 15
 
 // ---------------------------------------------------------------------------------------------------------------
 // Schema and queries: the same for every contender
@@ -333,6 +345,35 @@ function tollbooth(store: Store | undefined, name: string): Plugin {
   })
 }
 
+/**
+ * Calibration (`--calibrate`): what a plugin that only spends `micros` of CPU per operation reads here, to translate
+ * a ratio into microseconds on this machine.
+ */
+function burnPlugin(micros: number): Plugin {
+  return {
+    onExecute() {
+      const until = performance.now() + micros / 1000
+      while (performance.now() < until) {
+        // spinning on purpose
+      }
+    },
+  }
+}
+
+/**
+ * Calibration (`--calibrate`): a plugin that adds no work but runs each execution one event-loop turn later.
+ * Requests read in the same turn then execute, and are answered, together: on a machine where the server and the
+ * load generator share cores this changes the server's cost per request by far more than any plugin's own work.
+ * Anything that waits for I/O before executing (a RedisStore decision) gets part of that effect.
+ */
+function deferPlugin(): Plugin {
+  return {
+    onExecute() {
+      return new Promise<void>((resolve) => setImmediate(resolve))
+    },
+  }
+}
+
 /** Sends every distinct query once and checks the answer; returns `extensions.cost.requestedQueryCost` of each. */
 async function check(contender: Contender): Promise<(number | undefined)[]> {
   const costsSeen: (number | undefined)[] = []
@@ -394,6 +435,12 @@ async function main(): Promise<void> {
         new EnvelopArmor().protect().plugins as Plugin[],
       ),
     )
+    if (CALIBRATE) {
+      contenders.push(
+        await yogaServer('burn', `Yoga + ${BURN_MICROS} µs busy loop`, [burnPlugin(BURN_MICROS)]),
+        await yogaServer('deferred', 'Yoga + execution deferred', [deferPlugin()]),
+      )
+    }
 
     console.log(
       `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), redis-server ${redisVersion}, ` +

@@ -30,6 +30,8 @@ interface PlannedField {
   readonly objectType: GraphQLCompositeType | undefined
   /** Selection sets of every node with this response key, merged (graphql-js executes them as one field). */
   readonly subSets: readonly SelectionSetNode[]
+  /** The plan of `subSets` when `objectType` is an object type, found once instead of once per item of a list. */
+  objectPlan?: PlannedSelection
 }
 
 /** The fields of a selection set as planned for one concrete (or unknown abstract) type. */
@@ -105,9 +107,13 @@ export class ResponsePlan {
       for (const item of value) sum += this.valueCost(field, item)
       return sum
     }
-    if (field.objectType === undefined) return field.weight
+    const objectType = field.objectType
+    if (objectType === undefined) return field.weight
     if (typeof value !== 'object') return 0
-    return field.weight + this.objectCost(field.objectType, field.subSets, value as Record<string, unknown>)
+    const object = value as Record<string, unknown>
+    if (isAbstractType(objectType)) return field.weight + this.objectCost(objectType, field.subSets, object)
+    field.objectPlan ??= this.plan(field.subSets, objectType)
+    return field.weight + this.fieldsCost(field.objectPlan, object)
   }
 
   /** The object's concrete type, when `__typename` was selected (under any alias). */

@@ -201,6 +201,8 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(first.headers.get('ratelimit-policy')).toBe(`"${limiter.name}";q=100;w=10000`)
     const firstHeader = rateLimitFields(first.headers.get('ratelimit'))
     expect(firstHeader).toMatchObject({ name: limiter.name, r: 76 })
+    // The headers stay headers: the body's extensions hold `cost` only.
+    expect(Object.keys(first.body.extensions ?? {})).toEqual(['cost'])
     expect(server.calls).toEqual({ users: 1, friends: 8, login: 0, ping: 0 })
 
     // The next response starts from 76: 76 − 40 = 36, + 16 = 52.
@@ -251,6 +253,34 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     const peeked = await limiter.peek(CLIENT_IP_KEY)
     expect(Math.ceil(peeked.resetMs / 1000)).toBe(24)
     expect(header.t).toBe(24)
+  })
+
+  it('with costExtension: false the RateLimit headers are still sent, and the body has no extensions', async () => {
+    const limiter = bucket('no-extension', 100, 0.01)
+    const server = await startServer({ limiter, store: fixture.store, costExtension: false })
+
+    const reply = await server.post({ query: EIGHT_USERS })
+    expect(reply.status).toBe(200)
+    expect(reply.body.data?.users).toHaveLength(8)
+    expect(reply.body).not.toHaveProperty('extensions')
+    expect(rateLimitFields(reply.headers.get('ratelimit')).r).toBe(100 - 8)
+  })
+
+  it('a query answered as an event stream (SSE) carries the RateLimit headers too', async () => {
+    const limiter = bucket('sse', 100, 0.01)
+    const server = await startServer({ limiter, store: fixture.store })
+
+    const response = await fetch(server.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: EIGHT_USERS }),
+    })
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toContain('text/event-stream')
+    const events = await response.text()
+    expect(events).toContain('"requestedQueryCost":8')
+    expect(events).not.toContain('"http"')
+    expect(rateLimitFields(response.headers.get('ratelimit')).r).toBe(100 - 8)
   })
 
   it('denies a spent budget with 429 and Retry-After before any resolver runs, and admits again after it', async () => {
@@ -530,6 +560,15 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(three.body.map((result) => result.extensions?.cost?.requestedQueryCost)).toEqual([8, 8, 8])
     expect(server.calls.users).toBe(3)
     expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 24)
+    // One response for the batch: its RateLimit headers are those of the operation settled last, after all three.
+    expect(three.headers.get('ratelimit-policy')).toBe(`"${limiter.name}";q=100;w=10000`)
+    expect(rateLimitFields(three.headers.get('ratelimit')).r).toBe(100 - 24)
+    // The headers stay headers: each result's extensions hold `cost` only.
+    expect(three.body.map((result) => Object.keys(result.extensions ?? {}))).toEqual([
+      ['cost'],
+      ['cost'],
+      ['cost'],
+    ])
   })
 
   it('HTTP batching: the batch is judged by its summed cost; the operation that crosses maxCost is refused', async () => {
