@@ -14,6 +14,8 @@
  * - armor:  + @escape.tech/graphql-armor's `new EnvelopArmor().protect()` plugins with their defaults (cost limit
  *           5000, max depth 6, max aliases 15, max directives 50, max tokens 1000, field suggestions blocked): a
  *           static-analysis-only protection, for reference;
+ * - with `--breakdown`, the memory contender again with `costExtension: false`, with `headers: false`, and with both:
+ *           what reporting costs;
  * - with `--calibrate` (`npm run bench:graphql -- --calibrate`), two reference plugins that do no protection: one
  *           spending BURN_MICROS µs of CPU per operation, one deferring execution by a turn of the event loop (see
  *           `burnPlugin` and `deferPlugin`): what a known cost reads as here, and how much scheduling alone moves.
@@ -64,7 +66,16 @@ const USERS = 1000
 const BUDGET = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 }
 const IDENTITY_HEADER = 'x-bench-user'
 
-type Key = 'plain' | 'memory' | 'redis' | 'armor' | 'burn' | 'deferred'
+type Key =
+  | 'plain'
+  | 'memory'
+  | 'redis'
+  | 'armor'
+  | 'burn'
+  | 'deferred'
+  | 'memoryNoExtension'
+  | 'memoryNoHeaders'
+  | 'memoryNoReporting'
 const TARGETS: Record<Key, number | undefined> = {
   plain: undefined,
   memory: 0.95,
@@ -72,9 +83,14 @@ const TARGETS: Record<Key, number | undefined> = {
   armor: undefined,
   burn: undefined,
   deferred: undefined,
+  memoryNoExtension: undefined,
+  memoryNoHeaders: undefined,
+  memoryNoReporting: undefined,
 }
 /** `--calibrate`: two reference plugins that do nothing but spend known CPU, or defer execution (see below). */
 const CALIBRATE = process.argv.includes('--calibrate')
+/** `--breakdown`: the MemoryStore contender again without `extensions.cost`, without headers, without both. */
+const BREAKDOWN = process.argv.includes('--breakdown')
 const BURN_MICROS = 15
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -337,11 +353,16 @@ async function yogaServer(key: Key, name: string, plugins: Plugin[]): Promise<Co
   return { key, name, url: `http://127.0.0.1:${port}/graphql`, server }
 }
 
-function tollbooth(store: Store | undefined, name: string): Plugin {
+function tollbooth(
+  store: Store | undefined,
+  name: string,
+  reporting: Pick<TollboothGraphQLOptions, 'costExtension' | 'headers'> = {},
+): Plugin {
   return useTollbooth({
     limiter: tokenBucket({ name, store, ...BUDGET }),
     identify: (context) => (context.request as Request).headers.get(IDENTITY_HEADER) ?? 'anonymous',
     costs,
+    ...reporting,
   })
 }
 
@@ -435,6 +456,19 @@ async function main(): Promise<void> {
         new EnvelopArmor().protect().plugins as Plugin[],
       ),
     )
+    if (BREAKDOWN) {
+      contenders.push(
+        await yogaServer('memoryNoExtension', 'MemoryStore, no extensions.cost', [
+          tollbooth(undefined, 'bench-memory-no-extension', { costExtension: false }),
+        ]),
+        await yogaServer('memoryNoHeaders', 'MemoryStore, no headers', [
+          tollbooth(undefined, 'bench-memory-no-headers', { headers: false }),
+        ]),
+        await yogaServer('memoryNoReporting', 'MemoryStore, neither', [
+          tollbooth(undefined, 'bench-memory-no-reporting', { costExtension: false, headers: false }),
+        ]),
+      )
+    }
     if (CALIBRATE) {
       contenders.push(
         await yogaServer('burn', `Yoga + ${BURN_MICROS} µs busy loop`, [burnPlugin(BURN_MICROS)]),
