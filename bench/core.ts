@@ -21,11 +21,14 @@
  *
  * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
  * Each Redis contender gets its own ioredis client with the same options, `redisClientOptions` below.
+ *
+ * tollbooth is imported by its own name (`dist/`, the published build; the script builds first), not from the
+ * TypeScript sources, which tsx would compile with `__name()` wrappers around every closure.
  */
 import { cpus } from 'node:os'
 import { Redis, type RedisOptions } from 'ioredis'
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible'
-import { type Decision, MemoryStore, type RateLimiter, RedisStore, tokenBucket } from '../src/index.js'
+import { type Decision, MemoryStore, type RateLimiter, RedisStore, tokenBucket } from 'tollbooth'
 import { startRedis } from '../test/helpers/redisServer.js'
 import { LatencyHistogram } from './latency.js'
 import { count, fmt, loadAverage, median } from './report.js'

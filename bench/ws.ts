@@ -19,17 +19,16 @@
  * the table shows medians. Round-trip latency is from a message's send to its echo, queueing included.
  *
  * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
+ *
+ * tollbooth is imported by its own name (`dist/`, the published build; the script builds first), not from the
+ * TypeScript sources, which tsx would compile with `__name()` wrappers around every closure.
  */
 import { cpus } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis, type RedisOptions } from 'ioredis'
+import { RedisStore } from 'tollbooth'
+import { type ProtectWebSocketOptions, protectWebSocketServer, type WebSocketProtection } from 'tollbooth/ws'
 import { WebSocket, WebSocketServer } from 'ws'
-import { RedisStore } from '../src/index.js'
-import {
-  type ProtectWebSocketOptions,
-  protectWebSocketServer,
-  type WebSocketProtection,
-} from '../src/ws/index.js'
 import { startRedis } from '../test/helpers/redisServer.js'
 import { LatencyHistogram } from './latency.js'
 import {
