@@ -214,9 +214,12 @@ async function plan(options: SimulateOptions): Promise<Planned[]> {
   }
   const fromFiles = await Promise.all(options.patternFiles.map((file) => readPatternFile(file)))
   const resolved: { pattern: Pattern; policy: Policy }[] = []
-  for (const name of names) {
+  if (names.length > 0) {
+    // Built-in patterns share the command-line policy (resolving it also checks it: only when one runs).
     const policy = resolvePolicy(options, {})
-    resolved.push({ pattern: (BUILT_IN_PATTERNS[name] as BuiltIn).build(policy), policy })
+    for (const name of names) {
+      resolved.push({ pattern: (BUILT_IN_PATTERNS[name] as BuiltIn).build(policy), policy })
+    }
   }
   for (const pattern of fromFiles) resolved.push({ pattern, policy: resolvePolicy(options, pattern.policy) })
   for (const { pattern } of resolved) {

@@ -9,7 +9,7 @@ import type { RefusalCode } from './refusal.js'
 /** Yoga's context (or any Envelop context): the plugin reads `request`, `req` and `extra.request` if present. */
 export type GraphQLContext = Record<string, unknown>
 
-type MaybePromise<T> = T | Promise<T>
+export type MaybePromise<T> = T | Promise<T>
 
 /** Parse-time and structural guards. Each is checked before execution; `false` turns one off. */
 export interface GuardLimits {

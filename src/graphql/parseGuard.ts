@@ -1,5 +1,5 @@
 import { type DocumentNode, GraphQLError, type ParseOptions, parse, type Source } from 'graphql'
-import { RefusalCodes, refusal } from './refusal.js'
+import { limitDetails, RefusalCodes, refusal } from './refusal.js'
 
 type ParseFn = (source: string | Source, options?: ParseOptions) => DocumentNode
 
@@ -19,7 +19,6 @@ export interface ParseLimits {
  */
 export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): ParseFn {
   const inner = parseFn ?? parse
-  const details = (limit: number) => (limits.exposeLimits ? { limit } : {})
   return (source, options) => {
     const text = typeof source === 'string' ? source : source.body
     if (limits.maxNesting !== undefined && bracketNesting(text, limits.maxNesting) > limits.maxNesting) {
@@ -27,7 +26,7 @@ export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): P
         RefusalCodes.MAX_DEPTH_EXCEEDED,
         `The query nests brackets deeper than ${limits.maxNesting}.`,
         400,
-        details(limits.maxNesting),
+        limitDetails(limits, { limit: limits.maxNesting }),
       )
     }
     try {
@@ -44,7 +43,7 @@ export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): P
           RefusalCodes.TOO_MANY_TOKENS,
           `The query has more than ${limits.maxTokens} tokens.`,
           400,
-          details(limits.maxTokens),
+          limitDetails(limits, { limit: limits.maxTokens }),
         )
       }
       if (error instanceof RangeError) {

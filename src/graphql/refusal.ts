@@ -48,3 +48,11 @@ export function refusal(
     },
   })
 }
+
+/** The limit details a refusal carries in its extensions: none with `exposeLimits: false`. */
+export function limitDetails(
+  settings: { readonly exposeLimits: boolean },
+  details: Record<string, unknown>,
+): Record<string, unknown> {
+  return settings.exposeLimits ? details : {}
+}

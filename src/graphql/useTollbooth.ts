@@ -21,9 +21,9 @@ import {
 } from './cost/costAnalyzer.js'
 import { FieldLimits } from './fieldLimits.js'
 import { contextIp } from './identity.js'
-import type { GraphQLContext, TollboothGraphQLOptions } from './options.js'
+import type { GraphQLContext, MaybePromise, TollboothGraphQLOptions } from './options.js'
 import { guardParse } from './parseGuard.js'
-import { type RefusalCode, RefusalCodes, refusal } from './refusal.js'
+import { limitDetails, type RefusalCode, RefusalCodes, refusal } from './refusal.js'
 import { maxAliasesRule } from './rules/maxAliases.js'
 import { maxDepthRule } from './rules/maxDepth.js'
 import { maxDirectivesRule } from './rules/maxDirectives.js'
@@ -52,7 +52,6 @@ interface Admission {
 }
 
 type Stop = (result: ExecutionResult) => void
-type MaybePromise<T> = T | Promise<T>
 
 /** `next(value)`, after `value` settles if it is a promise: keeps synchronous paths synchronous. */
 function andThen<T, R>(value: MaybePromise<T>, next: (value: T) => MaybePromise<R>): MaybePromise<R> {
@@ -350,7 +349,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
             await limiter.refund(identity, cost).catch(() => {})
           }
           report(RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED)
-          const retryAfter = Math.max(1, Math.ceil(lease.retryAfterMs / 1000))
+          const retryAfter = retryAfterSeconds(lease.retryAfterMs)
           const error = refusal(
             RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED,
             `At most ${subscriptionLeases.limit} subscriptions may be open at once.`,
@@ -414,10 +413,6 @@ function validationRules(config: ResolvedConfig): ValidationRule[] {
   return rules
 }
 
-function limitDetails(config: ResolvedConfig, details: Record<string, unknown>): Record<string, unknown> {
-  return config.exposeLimits ? details : {}
-}
-
 function rateLimited(
   config: ResolvedConfig,
   message: string,
@@ -425,16 +420,16 @@ function rateLimited(
   limiter: RateLimiter,
   details: Record<string, unknown>,
 ): GraphQLError {
+  const retryAfter = retryAfterSeconds(decision.retryAfterMs)
   const headers = config.headers
     ? rateLimitHeaders(decision, limiter.policy)
-    : { 'Retry-After': String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))) }
-  return refusal(
-    RefusalCodes.RATE_LIMITED,
-    message,
-    429,
-    { retryAfter: Math.max(1, Math.ceil(decision.retryAfterMs / 1000)), ...details },
-    headers,
-  )
+    : { 'Retry-After': String(retryAfter) }
+  return refusal(RefusalCodes.RATE_LIMITED, message, 429, { retryAfter, ...details }, headers)
+}
+
+/** Retry-After in whole seconds, at least 1 (as `rateLimitHeaders` sends it). */
+function retryAfterSeconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000))
 }
 
 function coercedVariables(args: ExecutionArgs, operation: OperationDefinitionNode): Record<string, unknown> {
@@ -448,16 +443,9 @@ function coercedVariables(args: ExecutionArgs, operation: OperationDefinitionNod
 
 /** Charges `costPerEvent` for each event; an event the budget cannot pay is replaced by a RATE_LIMITED error. */
 function eventCharger(admission: Admission, config: ResolvedConfig) {
-  return async ({
-    result,
-    setResult,
-  }: {
-    result: ExecutionResult
-    setResult: (r: ExecutionResult) => void
-  }) => {
+  return async ({ setResult }: { setResult: (r: ExecutionResult) => void }) => {
     const decision = await admission.limiter.consume(admission.identity, config.costPerEvent)
     if (decision.allowed || config.dryRun) return
-    void result
     setResult({
       errors: [
         rateLimited(

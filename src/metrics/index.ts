@@ -224,11 +224,22 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     if (policy !== undefined) failPolicyDecisions.inc({ limiter: event.limiter, policy })
   }
 
+  // Every store call reports its latency: the same, one child per store.
+  const latencyChildren = new Map<string, ReturnType<typeof storeDuration.labels>>()
+  const onStoreLatency: NonNullable<StoreHooks['onStoreLatency']> = ({ store, durationMs }) => {
+    let child = latencyChildren.get(store)
+    if (child === undefined) {
+      child = storeDuration.labels({ store })
+      latencyChildren.set(store, child)
+    }
+    child.observe(durationMs / 1000)
+  }
+
   return {
     registry,
     limiterHooks: { onDecision },
     storeHooks: {
-      onStoreLatency: ({ store, durationMs }) => storeDuration.observe({ store }, durationMs / 1000),
+      onStoreLatency,
       onStoreError: ({ store, op, error }) =>
         storeErrors.inc({ store, op, code: typeof error.code === 'string' ? error.code : 'unknown' }),
       onBreakerChange: ({ store, to }) => {

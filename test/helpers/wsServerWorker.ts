@@ -22,7 +22,7 @@ import { MemoryStore } from '../../src/core/stores/memoryStore.js'
 import { RedisStore } from '../../src/core/stores/redisStore.js'
 import type { Store } from '../../src/core/stores/store.js'
 import { type ProtectWebSocketOptions, protectWebSocketServer } from '../../src/ws/index.js'
-import { runScript, send } from './childScript.js'
+import { jobFromEnvironment, runScript, send } from './childScript.js'
 
 export interface WsWorkerJob {
   /** Redis URL for a RedisStore; without it the server uses a MemoryStore. */
@@ -50,14 +50,8 @@ export interface WsWorkerStats {
   slowCalls: number
 }
 
-function readJob(): WsWorkerJob {
-  const raw = process.env.TOLLBOOTH_WS_WORKER_JOB
-  if (raw === undefined) throw new Error('no job in TOLLBOOTH_WS_WORKER_JOB')
-  return JSON.parse(raw) as WsWorkerJob
-}
-
 async function main(): Promise<void> {
-  const job = readJob()
+  const job = jobFromEnvironment<WsWorkerJob>('TOLLBOOTH_WS_WORKER_JOB')
   let store: Store
   let redis: Redis | undefined
   if (job.redisUrl !== undefined) {

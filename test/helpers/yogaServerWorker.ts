@@ -17,7 +17,7 @@ import { createYoga } from 'graphql-yoga'
 import { Redis } from 'ioredis'
 import { useTollbooth } from '../../src/graphql/index.js'
 import { RedisStore, tokenBucket } from '../../src/index.js'
-import { runScript, send } from './childScript.js'
+import { jobFromEnvironment, runScript, send } from './childScript.js'
 import { createTestSchema, resolverCalls } from './yogaSchema.js'
 
 export interface YogaWorkerJob {
@@ -29,14 +29,8 @@ export interface YogaWorkerJob {
   loginWindowMs: number
 }
 
-function readJob(): YogaWorkerJob {
-  const raw = process.env.TOLLBOOTH_YOGA_WORKER_JOB
-  if (raw === undefined) throw new Error('no job in TOLLBOOTH_YOGA_WORKER_JOB')
-  return JSON.parse(raw) as YogaWorkerJob
-}
-
 async function main(): Promise<void> {
-  const job = readJob()
+  const job = jobFromEnvironment<YogaWorkerJob>('TOLLBOOTH_YOGA_WORKER_JOB')
   const client = new Redis(job.redisUrl, { enableOfflineQueue: true, maxRetriesPerRequest: 1 })
   client.on('error', (error: Error) =>
     process.stderr.write(`yoga worker ${process.pid}: redis error: ${error.message}\n`),

@@ -7,6 +7,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { basename, extname } from 'node:path'
+import { formatTime } from './replay.js'
 
 /** One request: when it arrives and which key (client) it is counted against. */
 export interface SimRequest {
@@ -59,7 +60,7 @@ export const BUILT_IN_PATTERNS: Readonly<Record<string, BuiltIn>> = {
       const after = windowMs + offset
       return {
         name: 'boundary-burst',
-        description: `${limit} request${limit === 1 ? '' : 's'} at t = ${seconds(before)} and ${limit} at t = ${seconds(after)}, either side of the window boundary at ${seconds(windowMs)}`,
+        description: `${limit} request${limit === 1 ? '' : 's'} at t = ${formatTime(before)} and ${limit} at t = ${formatTime(after)}, either side of the window boundary at ${formatTime(windowMs)}`,
         durationMs: 2 * windowMs,
         requests: [...burst(before, limit), ...burst(after, limit)],
         policy: {},
@@ -108,10 +109,6 @@ function burst(atMs: number, count: number): SimRequest[] {
 /** Stable: requests at the same millisecond are replayed in the order they were listed. */
 function sortByArrival(requests: SimRequest[]): SimRequest[] {
   return requests.sort((a, b) => a.atMs - b.atMs)
-}
-
-function seconds(ms: number): string {
-  return `${Number((ms / 1000).toFixed(3))} s`
 }
 
 /** A pattern file that cannot be used; the message names the file and what is wrong. */

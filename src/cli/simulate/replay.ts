@@ -85,7 +85,7 @@ export class VirtualClock {
   }
 }
 
-/** The four limiters, each on its own store, all for the same nominal rate. */
+/** The four limiters, each built when asked for, on its own store, all for the same nominal rate. */
 function createLimiters(policy: Policy, clock: Clock, keys: number) {
   const { limit, windowMs, maxQueue } = policy
   const perSecond = limit / (windowMs / 1000)
@@ -94,23 +94,23 @@ function createLimiters(policy: Policy, clock: Clock, keys: number) {
   // Per second reads best for API rates; a slow one (a few per day) reads best as the policy itself.
   const rate = perSecond >= 0.01 ? `${formatRate(perSecond)}/s` : `${limit} per ${formatMs(windowMs)}`
   const window = formatMs(windowMs)
-  const limiters: Record<AlgorithmId, { limiter: RateLimiter; config: string }> = {
-    fixedWindow: {
+  const limiters: Record<AlgorithmId, () => { limiter: RateLimiter; config: string }> = {
+    fixedWindow: () => ({
       limiter: fixedWindow({ name: 'sim', store: store(), limit, windowMs }),
       config: `${limit} per ${window} window`,
-    },
-    slidingWindow: {
+    }),
+    slidingWindow: () => ({
       limiter: slidingWindow({ name: 'sim', store: store(), limit, windowMs }),
       config: `${limit} per sliding ${window} (two-counter estimate)`,
-    },
-    tokenBucket: {
+    }),
+    tokenBucket: () => ({
       limiter: tokenBucket({ name: 'sim', store: store(), capacity: limit, refillPerSecond: perSecond }),
       config: `capacity ${limit}, refill ${rate}`,
-    },
-    leakyBucket: {
+    }),
+    leakyBucket: () => ({
       limiter: leakyBucket({ name: 'sim', store: store(), ratePerSecond: perSecond, maxQueue }),
       config: `${rate}, queue ${maxQueue} (wait up to ${formatMs(Math.round((maxQueue / perSecond) * 1000))})`,
-    },
+    }),
   }
   return limiters
 }
@@ -121,7 +121,7 @@ function createLimiters(policy: Policy, clock: Clock, keys: number) {
  */
 export function checkPolicy(policy: Policy): void {
   const limiters = createLimiters(policy, () => 0, 1)
-  for (const { limiter } of Object.values(limiters)) (limiter.store as MemoryStore).close()
+  for (const create of Object.values(limiters)) (create().limiter.store as MemoryStore).close()
 }
 
 /** Runs every request of `pattern` through each algorithm, in arrival order. */
@@ -131,7 +131,7 @@ export async function replay(pattern: Pattern, policy: Policy): Promise<Algorith
   for (const algorithm of ALGORITHMS) {
     // A clock per algorithm: each replay starts from the beginning of the timeline.
     const clock = new VirtualClock(policy.windowMs)
-    const { limiter, config } = createLimiters(policy, clock.now, keys)[algorithm]
+    const { limiter, config } = createLimiters(policy, clock.now, keys)[algorithm]()
     const outcomes: Outcome[] = []
     try {
       for (const { atMs, key } of pattern.requests) {
@@ -151,6 +151,11 @@ export async function replay(pattern: Pattern, policy: Policy): Promise<Algorith
 /** `1.667` for 100/60: three decimals at most, no trailing zeros. */
 export function formatRate(value: number): string {
   return String(Number(value.toFixed(3)))
+}
+
+/** `61 s`, `11.9 s`: a time since the start of the simulation, in seconds. */
+export function formatTime(ms: number): string {
+  return `${formatRate(ms / 1000)} s`
 }
 
 /** A duration as people write it: `500 ms`, `1.5 s`, `60 s`, `5 min`, `2 h`. */

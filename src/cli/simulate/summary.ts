@@ -6,7 +6,14 @@
  * its refill), the longest run of consecutive refusals (how long a client is locked out) and when refusals start.
  */
 import type { Pattern } from './patterns.js'
-import { ALGORITHM_LABELS, type AlgorithmId, type AlgorithmRun, formatMs, type Policy } from './replay.js'
+import {
+  ALGORITHM_LABELS,
+  type AlgorithmId,
+  type AlgorithmRun,
+  formatMs,
+  formatTime,
+  type Policy,
+} from './replay.js'
 
 export interface RefusalStreak {
   /** Consecutive refused requests, in arrival order. */
@@ -114,11 +121,6 @@ export function maxInSpan(times: readonly number[], spanMs: number): number {
     best = Math.max(best, last - first + 1)
   }
   return best
-}
-
-/** `61 s`, `11.9 s`: seconds since the start of the simulation. */
-export function formatTime(ms: number): string {
-  return `${Number((ms / 1000).toFixed(3))} s`
 }
 
 export function formatStreak(streak: RefusalStreak | null): string {

@@ -7,7 +7,7 @@
  * readable in dark mode). All panels share both axes, so bars compare across algorithms at a glance.
  */
 import type { Outcome, Policy } from './replay.js'
-import { formatMs } from './replay.js'
+import { formatMs, formatRate } from './replay.js'
 import type { AlgorithmSummary, PatternReport } from './summary.js'
 
 export interface ChartPanel {
@@ -208,7 +208,7 @@ function timeAxis(durationMs: number): TimeAxis {
   const stepMs = niceStep(durationMs / MAX_TICKS)
   const [unit, unitMs] =
     durationMs <= 600_000 ? ['s', 1000] : durationMs <= 36_000_000 ? ['min', 60_000] : ['h', 3_600_000]
-  return { unit, stepMs, label: (ms) => String(Number((ms / unitMs).toFixed(3))) }
+  return { unit, stepMs, label: (ms) => formatRate(ms / unitMs) }
 }
 
 /**

@@ -2,8 +2,8 @@ import {
   type DocumentNode,
   GraphQLError,
   type GraphQLSchema,
+  getOperationAST,
   getVariableValues,
-  Kind,
   type OperationDefinitionNode,
 } from 'graphql'
 import { getComplexity } from 'graphql-query-complexity'
@@ -229,17 +229,7 @@ export function selectOperation(
   document: DocumentNode,
   operationName: string | null | undefined,
 ): OperationDefinitionNode | undefined {
-  let found: OperationDefinitionNode | undefined
-  for (const definition of document.definitions) {
-    if (definition.kind !== Kind.OPERATION_DEFINITION) continue
-    if (operationName == null) {
-      if (found !== undefined) return undefined
-      found = definition
-    } else if (definition.name?.value === operationName) {
-      return definition
-    }
-  }
-  return found
+  return getOperationAST(document, operationName) ?? undefined
 }
 
 function coerceVariables(

@@ -5,6 +5,7 @@ import {
   type GraphQLNamedType,
   type GraphQLSchema,
   getDirectiveValues,
+  getNamedType,
   isAbstractType,
   isCompositeType,
   isInputObjectType,
@@ -123,7 +124,7 @@ export class CostModel {
     const wildcard = this.costMap[`*.${field.name}`]
     const exact = this.costMap[coordinate]
     const configured = wildcard === undefined ? exact : { ...wildcard, ...exact }
-    const namedType = unwrap(field.type)
+    const namedType = getNamedType(field.type)
     const explicit =
       configured?.weight ??
       extensionWeight(field.extensions) ??
@@ -149,7 +150,7 @@ export class CostModel {
       extensionWeight(arg.extensions) ??
       this.directiveWeight(arg.astNode, undefined) ??
       0
-    const children = this.inputObjectWeights(unwrap(arg.type))
+    const children = this.inputObjectWeights(getNamedType(arg.type))
     if (weight === 0 && children.length === 0) return undefined
     return { name: arg.name, weight, children }
   }
@@ -175,7 +176,7 @@ export class CostModel {
       extensionWeight(inputField.extensions) ??
       this.directiveWeight(inputField.astNode, undefined) ??
       0
-    const children = this.inputObjectWeights(unwrap(inputField.type))
+    const children = this.inputObjectWeights(getNamedType(inputField.type))
     if (weight === 0 && children.length === 0) return undefined
     return { name: inputField.name, weight, children }
   }
@@ -190,7 +191,7 @@ export class CostModel {
       if (candidate == null) continue
       const values = getDirectiveValues(cost, candidate)
       // Apollo declares `weight: Int!`, the IBM spec `weight: String!`: accept both.
-      if (values !== undefined) return weightValue(Number(values.weight), 'the @cost weight', candidate)
+      if (values !== undefined) return weightValue(Number(values.weight), 'the @cost weight')
     }
     return undefined
   }
@@ -204,26 +205,20 @@ export class CostModel {
 
 type DirectableNode = Parameters<typeof getDirectiveValues>[1]
 
-function unwrap(type: { ofType?: unknown } & object): GraphQLNamedType {
-  let current = type as { ofType?: unknown }
-  while (current.ofType !== undefined) current = current.ofType as { ofType?: unknown }
-  return current as unknown as GraphQLNamedType
-}
-
 function extensionWeight(
   extensions: Readonly<Record<string, unknown>> | null | undefined,
 ): number | undefined {
   const cost = extensions?.cost
   if (cost === undefined) return undefined
   const weight = typeof cost === 'object' && cost !== null ? (cost as { weight?: unknown }).weight : cost
-  return weightValue(weight, 'extensions.cost', undefined)
+  return weightValue(weight, 'extensions.cost')
 }
 
 function extensionListSize(extensions: Readonly<Record<string, unknown>> | null | undefined) {
   return extensions?.listSize as ListSizeConfig | undefined
 }
 
-function weightValue(value: unknown, what: string, _node: unknown): number {
+function weightValue(value: unknown, what: string): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
     throw invalidOption(OWNER, what, 'a non-negative finite number', value)
   }
@@ -267,7 +262,7 @@ function checkCoordinates(schema: GraphQLSchema, costMap: CostMap): void {
     if (typeof config !== 'object' || config === null) {
       throw invalidOption(OWNER, `costs["${coordinate}"]`, 'an object', config)
     }
-    if (config.weight !== undefined) weightValue(config.weight, `costs["${coordinate}"].weight`, undefined)
+    if (config.weight !== undefined) weightValue(config.weight, `costs["${coordinate}"].weight`)
     if (config.listSize !== undefined) resolveListSize(coordinate, config.listSize)
     if (!coordinateExists(schema, coordinate)) {
       throw invalidOption(
