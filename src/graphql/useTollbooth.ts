@@ -21,7 +21,7 @@ import {
 } from './cost/costAnalyzer.js'
 import { FieldLimits } from './fieldLimits.js'
 import { contextIp } from './identity.js'
-import type { GraphQLContext, MaybePromise, TollboothGraphQLOptions } from './options.js'
+import type { GraphQLContext, MaybePromise, OperationEvent, TollboothGraphQLOptions } from './options.js'
 import { guardParse } from './parseGuard.js'
 import { limitDetails, type RefusalCode, RefusalCodes, refusal } from './refusal.js'
 import { maxAliasesRule } from './rules/maxAliases.js'
@@ -116,16 +116,6 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       operationName: args.operationName,
       variables: args.variableValues as Record<string, unknown> | null | undefined,
     }
-    const report = (cost: number, refused: RefusalCode | undefined, decision?: Decision, field?: string) =>
-      config.onOperation?.({
-        operationName: operation.name?.value,
-        operationType: operation.operation,
-        requestedCost: cost,
-        refused,
-        dryRun: config.dryRun,
-        decisionSource: decision?.source,
-        ...(field === undefined ? {} : { field }),
-      })
     let wouldRefuse: RefusalCode | undefined
     /** Refuses (or, in dry-run, notes the refusal); answers whether to stop here. */
     const refuse = (error: GraphQLError, cost: number, decision?: Decision): boolean => {
@@ -134,12 +124,11 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         wouldRefuse ??= code
         return false
       }
-      report(cost, code, decision, error.extensions.field as string | undefined)
-      // Over graphql-ws there is no HTTP response: results go out as they are, so keep `http` (status, headers,
-      // the limiter's name) to HTTP, where Yoga turns it into the status line and strips it.
-      const sent = context.request === undefined ? withoutHttp(error) : error
-      const extensions = config.costExtension ? { cost: { requestedQueryCost: cost } } : undefined
-      stop(extensions === undefined ? { errors: [sent] } : { errors: [sent], extensions })
+      const field = error.extensions.field as string | undefined
+      config.onOperation?.(
+        operationEvent(config, operation, cost, code, decision, field === undefined ? {} : { field }),
+      )
+      stop(refusedResult(config, error, cost, context))
       return true
     }
 
@@ -231,21 +220,17 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     // Too large to price (dry-run only): nothing to count against, nothing refunded.
     const actual =
       admission.priced === undefined ? cost : Math.min(cost, admission.priced.actual(result.data))
-    const refund = decision.allowed && decision.source === 'store' ? cost - actual : 0
+    const refund = charged(decision) ? cost - actual : 0
     if (refund > 0 && limiter.refundNow?.(admission.identity, refund) === undefined) {
       // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
       limiter.refund(admission.identity, refund).catch(() => {})
     }
     const currentlyAvailable = Math.min(limiter.limit, decision.remaining + refund)
-    config.onOperation?.({
-      operationName: admission.operation.name?.value,
-      operationType: admission.operation.operation,
-      requestedCost: cost,
-      actualCost: actual,
-      refused: admission.wouldRefuse,
-      dryRun: config.dryRun,
-      decisionSource: decision.source,
-    })
+    config.onOperation?.(
+      operationEvent(config, admission.operation, cost, admission.wouldRefuse, decision, {
+        actualCost: actual,
+      }),
+    )
     const request = context.request as object | undefined
     if (request !== undefined && config.headers) {
       // The headers describe the budget after the refund; a bucket refilled by `refund` is full that much sooner.
@@ -331,21 +316,16 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       let lease: Lease | undefined
       let wouldRefuse = admission.wouldRefuse
       const report = (refused: RefusalCode | undefined) =>
-        config.onOperation?.({
-          operationName: admission.operation.name?.value,
-          operationType: admission.operation.operation,
-          requestedCost: admission.cost,
-          refused,
-          dryRun: config.dryRun,
-          decisionSource: admission.decision.source,
-        })
+        config.onOperation?.(
+          operationEvent(config, admission.operation, admission.cost, refused, admission.decision),
+        )
       if (subscriptionLeases !== undefined) {
         lease = await subscriptionLeases.acquire(admission.identity)
         if (!lease.allowed && config.dryRun) wouldRefuse ??= RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED
         if (!lease.allowed && !config.dryRun) {
           // The subscription does not run: give back what admission charged, as every other refusal spends nothing.
           const { cost, decision, limiter, identity } = admission
-          if (cost > 0 && decision.allowed && decision.source === 'store') {
+          if (cost > 0 && charged(decision)) {
             await limiter.refund(identity, cost).catch(() => {})
           }
           report(RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED)
@@ -357,13 +337,8 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
             { retryAfter, ...limitDetails(config, { limit: subscriptionLeases.limit }) },
             { 'Retry-After': String(retryAfter) },
           )
-          const overHttp = (args.contextValue as { request?: unknown } | undefined)?.request !== undefined
-          const sent = overHttp ? error : withoutHttp(error)
-          setResultAndStopExecution(
-            config.costExtension
-              ? { errors: [sent], extensions: { cost: { requestedQueryCost: admission.cost } } }
-              : { errors: [sent] },
-          )
+          const context = (args.contextValue ?? {}) as unknown as GraphQLContext
+          setResultAndStopExecution(refusedResult(config, error, admission.cost, context))
           return undefined
         }
       }
@@ -397,6 +372,46 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       }
     },
   }
+}
+
+/** The result that answers a refused operation. */
+function refusedResult(
+  config: ResolvedConfig,
+  error: GraphQLError,
+  cost: number,
+  context: GraphQLContext,
+): ExecutionResult {
+  // Over graphql-ws there is no HTTP response: results go out as they are, so keep `http` (status, headers,
+  // the limiter's name) to HTTP, where Yoga turns it into the status line and strips it.
+  const sent = context.request === undefined ? withoutHttp(error) : error
+  return config.costExtension
+    ? { errors: [sent], extensions: { cost: { requestedQueryCost: cost } } }
+    : { errors: [sent] }
+}
+
+/** The `onOperation` event of one operation. */
+function operationEvent(
+  config: ResolvedConfig,
+  operation: OperationDefinitionNode,
+  requestedCost: number,
+  refused: RefusalCode | undefined,
+  decision: Decision | undefined,
+  more: Pick<OperationEvent, 'actualCost' | 'field'> = {},
+): OperationEvent {
+  return {
+    operationName: operation.name?.value,
+    operationType: operation.operation,
+    requestedCost,
+    refused,
+    dryRun: config.dryRun,
+    decisionSource: decision?.source,
+    ...more,
+  }
+}
+
+/** Whether a decision really spent from the store (not a fail-policy answer): only then is there anything to give back. */
+function charged(decision: Decision): boolean {
+  return decision.allowed && decision.source === 'store'
 }
 
 function withoutHttp(error: GraphQLError): GraphQLError {
