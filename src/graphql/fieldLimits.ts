@@ -57,7 +57,14 @@ export interface FieldLimitDenial {
 export class FieldLimits {
   private readonly configured: ReadonlyMap<string, LimitedField>
   private readonly bySchema = new WeakMap<GraphQLSchema, ReadonlyMap<string, LimitedField>>()
-  private readonly plans = new WeakMap<DocumentNode, Map<OperationDefinitionNode, readonly Occurrence[]>>()
+  /**
+   * Per schema, then per document: Yoga's parse cache hands out the same DocumentNode for the same text across a
+   * schema change, and a plan holds the fields and limits of the schema it was made for.
+   */
+  private readonly plans = new WeakMap<
+    GraphQLSchema,
+    WeakMap<DocumentNode, Map<OperationDefinitionNode, readonly Occurrence[]>>
+  >()
 
   constructor(
     configs: Readonly<Record<string, FieldLimitConfig>>,
@@ -168,7 +175,7 @@ export class FieldLimits {
     return { coordinate, limiter, by: by.map((path: string) => path.split('.')) }
   }
 
-  /** Limited fields the operation selects, through its fragments (each walked once). Cached per document. */
+  /** Limited fields the operation selects, through its fragments (each walked once). Cached per schema and document. */
   private occurrences(
     schema: GraphQLSchema,
     document: DocumentNode,
@@ -176,10 +183,15 @@ export class FieldLimits {
   ): readonly Occurrence[] {
     const limits = this.limits(schema)
     if (limits.size === 0) return []
-    let byOperation = this.plans.get(document)
+    let byDocument = this.plans.get(schema)
+    if (byDocument === undefined) {
+      byDocument = new WeakMap()
+      this.plans.set(schema, byDocument)
+    }
+    let byOperation = byDocument.get(document)
     if (byOperation === undefined) {
       byOperation = new Map()
-      this.plans.set(document, byOperation)
+      byDocument.set(document, byOperation)
     }
     const known = byOperation.get(operation)
     if (known !== undefined) return known
