@@ -5,7 +5,9 @@ import { FieldLimits } from '../../../src/graphql/fieldLimits.js'
 import { costDirectivesTypeDefs } from '../../../src/graphql/index.js'
 
 function schemaWith(mutationFields: string) {
-  return buildSchema(`${costDirectivesTypeDefs}\ntype Query { hello: String }\ntype Mutation { ${mutationFields} }`)
+  return buildSchema(
+    `${costDirectivesTypeDefs}\ntype Query { hello: String }\ntype Mutation { ${mutationFields} }`,
+  )
 }
 
 describe('FieldLimits', () => {
