@@ -37,6 +37,15 @@ export interface ResolvedLimiterOptions {
   readonly hooks: LimiterHooks
 }
 
+/** The `store` option: a MemoryStore of its own when not given; anything without `run` (null too) is refused. */
+export function storeOption(owner: string, store: Store | undefined): Store {
+  if (store === undefined) return new MemoryStore()
+  if (typeof store !== 'object' || store === null || typeof store.run !== 'function') {
+    throw invalidOption(owner, 'store', 'a MemoryStore, a RedisStore or another Store', store)
+  }
+  return store
+}
+
 export function resolveLimiterOptions(owner: string, options: LimiterOptions): ResolvedLimiterOptions {
   if (options === null || typeof options !== 'object')
     throw invalidOption(owner, 'options', 'an object', options)
@@ -45,12 +54,9 @@ export function resolveLimiterOptions(owner: string, options: LimiterOptions): R
   if (typeof name !== 'string' || name.length === 0 || name.length > 128 || /[{}]/.test(name)) {
     throw invalidOption(owner, 'name', 'a string of 1 to 128 characters without "{" or "}"', name)
   }
-  if (store !== undefined && (typeof store !== 'object' || typeof store.run !== 'function')) {
-    throw invalidOption(owner, 'store', 'a MemoryStore, a RedisStore or another Store', store)
-  }
   return Object.freeze({
     name,
-    store: store ?? new MemoryStore(),
+    store: storeOption(owner, store),
     failPolicy: oneOf(owner, 'failPolicy', options.failPolicy ?? 'open', failPolicies),
     failClosedRetryAfterMs: positiveInteger(
       owner,

@@ -1,6 +1,6 @@
 import { invalidOption } from '../core/errors.js'
+import { storeOption } from '../core/limiterBase.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
-import { MemoryStore } from '../core/stores/memoryStore.js'
 import type { Store } from '../core/stores/store.js'
 import { nonNegativeInteger, oneOf, positiveInteger } from '../core/validate.js'
 import { type ClientIpResolver, createClientIpResolver } from '../identity/clientIp.js'
@@ -55,7 +55,7 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
     costExtension: booleanOption('costExtension', options.costExtension, true),
     headers: booleanOption('headers', options.headers, true),
     dryRun: oneOf(OWNER, 'mode', options.mode ?? 'enforce', ['enforce', 'dry-run']) === 'dry-run',
-    store: storeOption(options.store),
+    store: storeOption(OWNER, options.store),
     name: nameOption(options.name),
     maxCharacters: optionalLimit('limits.maxCharacters', limits.maxCharacters, 100_000),
     maxTokens: optionalLimit('limits.maxTokens', limits.maxTokens, 5000),
@@ -135,14 +135,6 @@ function optionalLimit(
 ): number | undefined {
   if (value === false) return undefined
   return positiveInteger(OWNER, option, value ?? fallback)
-}
-
-function storeOption(store: Store | undefined): Store {
-  if (store === undefined) return new MemoryStore()
-  if (typeof store !== 'object' || store === null || typeof store.run !== 'function') {
-    throw invalidOption(OWNER, 'store', 'a MemoryStore, a RedisStore or another Store', store)
-  }
-  return store
 }
 
 function nameOption(name: unknown): string {

@@ -239,12 +239,15 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         limiter.algorithm === 'tokenBucket'
           ? Math.max(0, decision.resetMs - Math.floor((refund * 1000) / limiter.restorePerSecond))
           : decision.resetMs
-      const after = {
-        ...decision,
+      // Written out rather than spread from `decision`: a literal of fixed shape costs a fraction of a copy.
+      const after: Decision = {
         allowed: true,
-        retryAfterMs: 0,
-        resetMs,
+        limit: decision.limit,
         remaining: Math.floor(currentlyAvailable),
+        resetMs,
+        retryAfterMs: 0,
+        delayMs: decision.delayMs,
+        source: decision.source,
       }
       responseHeaders.set(request, rateLimitHeaders(after, limiter.policy))
     }

@@ -113,6 +113,8 @@ export class ResponsePlan {
     const object = value as Record<string, unknown>
     if (isAbstractType(objectType)) return field.weight + this.objectCost(objectType, field.subSets, object)
     field.objectPlan ??= this.plan(field.subSets, objectType)
+    // Objects whose selection walks nothing further (the usual leaves of a list) weigh just their weight.
+    if (field.objectPlan.fields.length === 0) return field.weight
     return field.weight + this.fieldsCost(field.objectPlan, object)
   }
 

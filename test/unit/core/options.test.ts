@@ -46,6 +46,7 @@ describe('invalid options throw at construction, naming the option, with a stabl
     ['name', { name: 'a{b}', capacity: 10, refillPerSecond: 1 }],
     ['failPolicy', { capacity: 10, refillPerSecond: 1, failPolicy: 'maybe' }],
     ['store', { capacity: 10, refillPerSecond: 1, store: {} }],
+    ['store', { capacity: 10, refillPerSecond: 1, store: null }],
     [
       'denyCache.maxKeys',
       { capacity: 10, refillPerSecond: 1, denyCache: { maxKeys: 0 }, store: fakeRemote() },
