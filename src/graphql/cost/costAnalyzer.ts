@@ -64,9 +64,13 @@ const MAX_CACHE_KEY_LENGTH = 1024
 
 interface DocumentEntry {
   readonly plan: DocumentPlan
-  readonly costs: Map<string, number>
-  /** Compiled response walks, keyed like `costs` (they depend on the same variables). */
-  readonly responsePlans: Map<string, ResponsePlan>
+  /** Per value of the cost variables: the estimate and the compiled response walk, each made on first need. */
+  readonly byVariables: Map<string, VariablesEntry>
+}
+
+interface VariablesEntry {
+  cost?: number
+  responsePlan?: ResponsePlan
 }
 
 /**
@@ -115,9 +119,7 @@ export class CostAnalyzer {
   /** What the response `data` really costs in the same model. */
   actual(input: OperationInput, data: unknown): number {
     const model = this.model(input.schema)
-    const entry = this.documentEntry(model, input.document)
-    const cacheKey = costCacheKey(entry.plan, input.operationName, input.variables ?? {})
-    return this.countResponse(model, entry, cacheKey, input, data)
+    return this.countResponse(model, this.variablesEntry(model, input), input, data)
   }
 
   /**
@@ -126,41 +128,43 @@ export class CostAnalyzer {
    */
   priceOperation(input: OperationInput): PricedOperation {
     const model = this.model(input.schema)
+    const cached = this.variablesEntry(model, input)
+    cached.cost ??= this.price(model, this.documentEntry(model, input.document).plan, input)
+    const actual = (data: unknown): number => this.countResponse(model, cached, input, data)
+    return { cost: cached.cost, actual }
+  }
+
+  /**
+   * The cache entry of the operation's document and cost variables. When the variables are too long to key on,
+   * a fresh entry that nothing keeps: the estimate and the walk are then made for this request alone.
+   */
+  private variablesEntry(model: CostModel, input: OperationInput): VariablesEntry {
     const entry = this.documentEntry(model, input.document)
-    const raw = input.variables ?? {}
-    const cacheKey = costCacheKey(entry.plan, input.operationName, raw)
-    let cost = cacheKey === undefined ? undefined : entry.costs.get(cacheKey)
-    if (cost === undefined) {
-      cost = this.price(model, entry.plan, input)
-      if (cacheKey !== undefined) {
-        if (entry.costs.size >= MAX_COSTS_PER_DOCUMENT) entry.costs.clear()
-        entry.costs.set(cacheKey, cost)
-      }
+    const cacheKey = costCacheKey(entry.plan, input.operationName, input.variables ?? {})
+    if (cacheKey === undefined) return {}
+    let cached = entry.byVariables.get(cacheKey)
+    if (cached === undefined) {
+      if (entry.byVariables.size >= MAX_COSTS_PER_DOCUMENT) entry.byVariables.clear()
+      cached = {}
+      entry.byVariables.set(cacheKey, cached)
     }
-    const actual = (data: unknown): number => this.countResponse(model, entry, cacheKey, input, data)
-    return { cost, actual }
+    return cached
   }
 
   /** Counts a response with the compiled plan of its document and cost variables (built on first use). */
   private countResponse(
     model: CostModel,
-    entry: DocumentEntry,
-    cacheKey: string | undefined,
+    cached: VariablesEntry,
     input: OperationInput,
     data: unknown,
   ): number {
-    let plan = cacheKey === undefined ? undefined : entry.responsePlans.get(cacheKey)
-    if (plan === undefined) {
+    if (cached.responsePlan === undefined) {
       const operation = selectOperation(input.document, input.operationName)
       if (operation === undefined) return 0
       const variables = coerceVariables(input.schema, operation, input.variables ?? {})
-      plan = new ResponsePlan(model, this.settings, input.document, operation, variables)
-      if (cacheKey !== undefined) {
-        if (entry.responsePlans.size >= MAX_COSTS_PER_DOCUMENT) entry.responsePlans.clear()
-        entry.responsePlans.set(cacheKey, plan)
-      }
+      cached.responsePlan = new ResponsePlan(model, this.settings, input.document, operation, variables)
     }
-    return plan.cost(data)
+    return cached.responsePlan.cost(data)
   }
 
   private documentEntry(model: CostModel, document: DocumentNode): DocumentEntry {
@@ -171,7 +175,7 @@ export class CostAnalyzer {
     }
     let entry = byDocument.get(document)
     if (entry === undefined) {
-      entry = { plan: planDocument(model, document), costs: new Map(), responsePlans: new Map() }
+      entry = { plan: planDocument(model, document), byVariables: new Map() }
       byDocument.set(document, entry)
     }
     return entry
