@@ -19,7 +19,7 @@ export type {
   SubscriptionOptions,
   TollboothGraphQLOptions,
 } from './options.js'
-export { type RefusalCode, RefusalCodes } from './refusal.js'
+export { type LimitExposure, type RefusalCode, RefusalCodes } from './refusal.js'
 export { maxAliasesRule } from './rules/maxAliases.js'
 export { maxDepthRule } from './rules/maxDepth.js'
 export { maxDirectivesRule } from './rules/maxDirectives.js'

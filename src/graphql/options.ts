@@ -85,7 +85,10 @@ export interface TollboothGraphQLOptions extends CostAnalysisOptions {
   trustProxy?: TrustProxy
   /** Most cost one operation (or one HTTP batch) may have; above it, refused outright. @default 5000 */
   maxCost?: number
-  /** Put `cost` and `limit` in refusals and `throttleStatus` in `extensions.cost`. @default true */
+  /**
+   * Name costs and limits in refusals (messages and `cost`/`limit`/`maxCost` extensions) and put `throttleStatus`
+   * in `extensions.cost`. With `false`, refusals say what was exceeded without the numbers. @default true
+   */
   exposeLimits?: boolean
   /** Add `extensions.cost` (Shopify's shape) to every result. @default true */
   costExtension?: boolean

@@ -1,5 +1,5 @@
 import { type DocumentNode, GraphQLError, type ParseOptions, parse, type Source } from 'graphql'
-import { limitDetails, RefusalCodes, refusal } from './refusal.js'
+import { limitDetails, limitMessage, RefusalCodes, refusal } from './refusal.js'
 
 type ParseFn = (source: string | Source, options?: ParseOptions) => DocumentNode
 
@@ -24,7 +24,11 @@ export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): P
     if (limits.maxNesting !== undefined && bracketNesting(text, limits.maxNesting) > limits.maxNesting) {
       throw refusal(
         RefusalCodes.MAX_DEPTH_EXCEEDED,
-        `The query nests brackets deeper than ${limits.maxNesting}.`,
+        limitMessage(
+          limits,
+          `The query nests brackets deeper than ${limits.maxNesting}.`,
+          'The query nests brackets too deeply.',
+        ),
         400,
         limitDetails(limits, { limit: limits.maxNesting }),
       )
@@ -41,7 +45,11 @@ export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): P
       ) {
         throw refusal(
           RefusalCodes.TOO_MANY_TOKENS,
-          `The query has more than ${limits.maxTokens} tokens.`,
+          limitMessage(
+            limits,
+            `The query has more than ${limits.maxTokens} tokens.`,
+            'The query has too many tokens.',
+          ),
           400,
           limitDetails(limits, { limit: limits.maxTokens }),
         )

@@ -49,10 +49,23 @@ export function refusal(
   })
 }
 
+/** Whether refusals may name the limits (the `exposeLimits` option). */
+export interface LimitExposure {
+  readonly exposeLimits: boolean
+}
+
+/** The default: refusals name their limits. */
+export const EXPOSE_LIMITS: LimitExposure = Object.freeze({ exposeLimits: true })
+
 /** The limit details a refusal carries in its extensions: none with `exposeLimits: false`. */
 export function limitDetails(
-  settings: { readonly exposeLimits: boolean },
+  settings: LimitExposure,
   details: Record<string, unknown>,
 ): Record<string, unknown> {
   return settings.exposeLimits ? details : {}
+}
+
+/** A refusal's message: `exact` names the limit; with `exposeLimits: false`, `generic` says the same without it. */
+export function limitMessage(settings: LimitExposure, exact: string, generic: string): string {
+  return settings.exposeLimits ? exact : generic
 }

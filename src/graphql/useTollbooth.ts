@@ -23,7 +23,7 @@ import { FieldLimits } from './fieldLimits.js'
 import { contextIp } from './identity.js'
 import type { GraphQLContext, MaybePromise, OperationEvent, TollboothGraphQLOptions } from './options.js'
 import { guardParse } from './parseGuard.js'
-import { limitDetails, type RefusalCode, RefusalCodes, refusal } from './refusal.js'
+import { limitDetails, limitMessage, type RefusalCode, RefusalCodes, refusal } from './refusal.js'
 import { maxAliasesRule } from './rules/maxAliases.js'
 import { maxDepthRule } from './rules/maxDepth.js'
 import { maxDirectivesRule } from './rules/maxDirectives.js'
@@ -93,7 +93,11 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       if (Array.isArray(requestParserResult) && requestParserResult.length > config.maxBatchSize) {
         throw refusal(
           RefusalCodes.BATCH_TOO_LARGE,
-          `A batch may hold at most ${config.maxBatchSize} operations.`,
+          limitMessage(
+            config,
+            `A batch may hold at most ${config.maxBatchSize} operations.`,
+            'The batch holds too many operations.',
+          ),
           413,
           limitDetails(config, { limit: config.maxBatchSize }),
         )
@@ -141,7 +145,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       if (error instanceof TooLargeToPriceError) {
         const tooLarge = refusal(
           RefusalCodes.COST_LIMIT_EXCEEDED,
-          error.message,
+          limitMessage(config, error.message, 'The operation is too large to price.'),
           400,
           limitDetails(config, {}),
         )
@@ -198,7 +202,11 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
             if (!decision.allowed && cost > 0) {
               const message =
                 cost > limiter.limit
-                  ? `The operation costs ${cost}, more than the budget can ever hold (${limiter.limit}).`
+                  ? limitMessage(
+                      config,
+                      `The operation costs ${cost}, more than the budget can ever hold (${limiter.limit}).`,
+                      'The operation costs more than the budget can ever hold.',
+                    )
                   : `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
               const error = rateLimited(config, message, decision, limiter, limitDetails(config, { cost }))
               if (refuse(error, cost, decision)) return undefined
@@ -281,7 +289,11 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       if (config.maxCharacters !== undefined && source.length > config.maxCharacters) {
         throw refusal(
           RefusalCodes.QUERY_TOO_LARGE,
-          `The query is longer than ${config.maxCharacters} characters.`,
+          limitMessage(
+            config,
+            `The query is longer than ${config.maxCharacters} characters.`,
+            'The query is too long.',
+          ),
           413,
           limitDetails(config, { limit: config.maxCharacters }),
         )
@@ -335,7 +347,11 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
           const retryAfter = retryAfterSeconds(lease.retryAfterMs)
           const error = refusal(
             RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED,
-            `At most ${subscriptionLeases.limit} subscriptions may be open at once.`,
+            limitMessage(
+              config,
+              `At most ${subscriptionLeases.limit} subscriptions may be open at once.`,
+              'Too many subscriptions are open.',
+            ),
             429,
             { retryAfter, ...limitDetails(config, { limit: subscriptionLeases.limit }) },
             { 'Retry-After': String(retryAfter) },
@@ -424,10 +440,12 @@ function withoutHttp(error: GraphQLError): GraphQLError {
 
 function validationRules(config: ResolvedConfig): ValidationRule[] {
   const rules: ValidationRule[] = []
-  if (config.maxDepth !== undefined) rules.push(maxDepthRule(config.maxDepth, config.maxIntrospectionDepth))
-  if (config.maxAliases !== undefined) rules.push(maxAliasesRule(config.maxAliases))
-  if (config.maxDirectives !== undefined) rules.push(maxDirectivesRule(config.maxDirectives))
-  if (config.maxRootFields !== undefined) rules.push(maxRootFieldsRule(config.maxRootFields))
+  if (config.maxDepth !== undefined) {
+    rules.push(maxDepthRule(config.maxDepth, config.maxIntrospectionDepth, config))
+  }
+  if (config.maxAliases !== undefined) rules.push(maxAliasesRule(config.maxAliases, config))
+  if (config.maxDirectives !== undefined) rules.push(maxDirectivesRule(config.maxDirectives, config))
+  if (config.maxRootFields !== undefined) rules.push(maxRootFieldsRule(config.maxRootFields, config))
   return rules
 }
 

@@ -1,9 +1,19 @@
 import { Kind, type ValidationRule } from 'graphql'
-import { RefusalCodes, refusal } from '../refusal.js'
+import {
+  EXPOSE_LIMITS,
+  type LimitExposure,
+  limitDetails,
+  limitMessage,
+  RefusalCodes,
+  refusal,
+} from '../refusal.js'
 import { countOverOperation } from './selectionWalk.js'
 
-/** Refuses an operation with more than `max` aliased fields (fragments count at every spread). */
-export function maxAliasesRule(max: number): ValidationRule {
+/**
+ * Refuses an operation with more than `max` aliased fields (fragments count at every spread). With
+ * `exposeLimits: false` the refusal does not name `max`.
+ */
+export function maxAliasesRule(max: number, exposure: LimitExposure = EXPOSE_LIMITS): ValidationRule {
   return (context) => ({
     OperationDefinition(operation) {
       const count = countOverOperation(
@@ -14,9 +24,16 @@ export function maxAliasesRule(max: number): ValidationRule {
       )
       if (count > max) {
         context.reportError(
-          refusal(RefusalCodes.MAX_ALIASES_EXCEEDED, `The operation has more than ${max} aliases.`, 400, {
-            limit: max,
-          }),
+          refusal(
+            RefusalCodes.MAX_ALIASES_EXCEEDED,
+            limitMessage(
+              exposure,
+              `The operation has more than ${max} aliases.`,
+              'The operation has too many aliases.',
+            ),
+            400,
+            limitDetails(exposure, { limit: max }),
+          ),
         )
       }
     },

@@ -1,5 +1,12 @@
 import { Kind, type SelectionSetNode, type ValidationContext, type ValidationRule } from 'graphql'
-import { RefusalCodes, refusal } from '../refusal.js'
+import {
+  EXPOSE_LIMITS,
+  type LimitExposure,
+  limitDetails,
+  limitMessage,
+  RefusalCodes,
+  refusal,
+} from '../refusal.js'
 
 /**
  * Refuses an operation whose fields nest deeper than `maxDepth` (a root field is depth 1), following fragment
@@ -7,9 +14,13 @@ import { RefusalCodes, refusal } from '../refusal.js'
  * (GraphiQL's introspection query is deeper than most APIs' data), keyed on the field itself: naming an
  * operation or a fragment `__schema` changes nothing. Fragment cycles are refused by NoFragmentCyclesRule; here
  * a cycle simply stops the walk. The walk stops as soon as a limit is passed, so a 10,000-deep document costs
- * no more than the limit.
+ * no more than the limit. With `exposeLimits: false` the refusal does not name the limit.
  */
-export function maxDepthRule(maxDepth: number, maxIntrospectionDepth: number): ValidationRule {
+export function maxDepthRule(
+  maxDepth: number,
+  maxIntrospectionDepth: number,
+  exposure: LimitExposure = EXPOSE_LIMITS,
+): ValidationRule {
   return (context) => ({
     OperationDefinition(operation) {
       const measure = new DepthMeasure(context, maxDepth, maxIntrospectionDepth)
@@ -18,16 +29,27 @@ export function maxDepthRule(maxDepth: number, maxIntrospectionDepth: number): V
         context.reportError(
           refusal(
             RefusalCodes.MAX_DEPTH_EXCEEDED,
-            `An introspection query nests deeper than ${maxIntrospectionDepth}.`,
+            limitMessage(
+              exposure,
+              `An introspection query nests deeper than ${maxIntrospectionDepth}.`,
+              'An introspection query nests too deeply.',
+            ),
             400,
-            { limit: maxIntrospectionDepth },
+            limitDetails(exposure, { limit: maxIntrospectionDepth }),
           ),
         )
       } else if (depth > maxDepth) {
         context.reportError(
-          refusal(RefusalCodes.MAX_DEPTH_EXCEEDED, `The operation nests deeper than ${maxDepth}.`, 400, {
-            limit: maxDepth,
-          }),
+          refusal(
+            RefusalCodes.MAX_DEPTH_EXCEEDED,
+            limitMessage(
+              exposure,
+              `The operation nests deeper than ${maxDepth}.`,
+              'The operation nests too deeply.',
+            ),
+            400,
+            limitDetails(exposure, { limit: maxDepth }),
+          ),
         )
       }
     },

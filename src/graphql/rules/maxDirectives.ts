@@ -1,12 +1,20 @@
 import type { ValidationRule } from 'graphql'
-import { RefusalCodes, refusal } from '../refusal.js'
+import {
+  EXPOSE_LIMITS,
+  type LimitExposure,
+  limitDetails,
+  limitMessage,
+  RefusalCodes,
+  refusal,
+} from '../refusal.js'
 import { countOverOperation } from './selectionWalk.js'
 
 /**
  * Refuses an operation with more than `max` directives on its selections and on itself (fragments count at every
- * spread). Stops directive overloading (`@a @a @a …`) before the executor reads them.
+ * spread). Stops directive overloading (`@a @a @a …`) before the executor reads them. With `exposeLimits: false`
+ * the refusal does not name `max`.
  */
-export function maxDirectivesRule(max: number): ValidationRule {
+export function maxDirectivesRule(max: number, exposure: LimitExposure = EXPOSE_LIMITS): ValidationRule {
   return (context) => ({
     OperationDefinition(operation) {
       const own = operation.directives?.length ?? 0
@@ -22,11 +30,13 @@ export function maxDirectivesRule(max: number): ValidationRule {
         context.reportError(
           refusal(
             RefusalCodes.MAX_DIRECTIVES_EXCEEDED,
-            `The operation has more than ${max} directives.`,
+            limitMessage(
+              exposure,
+              `The operation has more than ${max} directives.`,
+              'The operation has too many directives.',
+            ),
             400,
-            {
-              limit: max,
-            },
+            limitDetails(exposure, { limit: max }),
           ),
         )
       }

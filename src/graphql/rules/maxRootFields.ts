@@ -1,11 +1,19 @@
 import { Kind, type SelectionSetNode, type ValidationRule } from 'graphql'
-import { RefusalCodes, refusal } from '../refusal.js'
+import {
+  EXPOSE_LIMITS,
+  type LimitExposure,
+  limitDetails,
+  limitMessage,
+  RefusalCodes,
+  refusal,
+} from '../refusal.js'
 
 /**
  * Refuses an operation selecting more than `max` root fields (through fragments at the root). Each root field is
- * a separate entry point into resolvers: `{ a: user(id: 1) b: user(id: 2) … }` is batching in disguise.
+ * a separate entry point into resolvers: `{ a: user(id: 1) b: user(id: 2) … }` is batching in disguise. With
+ * `exposeLimits: false` the refusal does not name `max`.
  */
-export function maxRootFieldsRule(max: number): ValidationRule {
+export function maxRootFieldsRule(max: number, exposure: LimitExposure = EXPOSE_LIMITS): ValidationRule {
   return (context) => ({
     OperationDefinition(operation) {
       const seenFragments = new Set<string>()
@@ -28,11 +36,13 @@ export function maxRootFieldsRule(max: number): ValidationRule {
         context.reportError(
           refusal(
             RefusalCodes.MAX_ROOT_FIELDS_EXCEEDED,
-            `The operation selects more than ${max} root fields.`,
+            limitMessage(
+              exposure,
+              `The operation selects more than ${max} root fields.`,
+              'The operation selects too many root fields.',
+            ),
             400,
-            {
-              limit: max,
-            },
+            limitDetails(exposure, { limit: max }),
           ),
         )
       }

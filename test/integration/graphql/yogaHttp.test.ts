@@ -374,6 +374,26 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(allowed.body.extensions?.cost).toEqual({ requestedQueryCost: 8, actualQueryCost: 8 })
   })
 
+  it('with exposeLimits: false the parse guards and structural rules name no limit either', async () => {
+    const limiter = bucket('hidden-guards', 100, 0.01)
+    const server = await startServer({
+      limiter,
+      store: fixture.store,
+      exposeLimits: false,
+      limits: { maxDepth: 2, maxCharacters: 200 },
+    })
+
+    const deep = await server.post({ query: USERS_WITH_FRIENDS })
+    expect(deep.body.errors?.[0]?.message).toBe('The operation nests too deeply.')
+    expect(deep.body.errors?.[0]?.extensions).toEqual({ code: 'MAX_DEPTH_EXCEEDED' })
+
+    const long = await server.post({ query: `{ users(first: 1) { id${' '.repeat(300)} } }` })
+    expect(long.status).toBe(413)
+    expect(long.body.errors?.[0]?.message).toBe('The query is too long.')
+    expect(long.body.errors?.[0]?.extensions).toEqual({ code: 'QUERY_TOO_LARGE' })
+    expect(totalCalls(server.calls)).toBe(0)
+  })
+
   it('dry-run: an over-budget operation still runs, with wouldRefuse, status 200 and nothing charged', async () => {
     const limiter = bucket('dry-run', 10, 0.01)
     const server = await startServer({ limiter, store: fixture.store, mode: 'dry-run' })

@@ -1,4 +1,4 @@
-import { parse } from 'graphql'
+import { type GraphQLError, parse } from 'graphql'
 import { describe, expect, it } from 'vitest'
 import { bracketNesting, guardParse } from '../../../src/graphql/parseGuard.js'
 
@@ -41,5 +41,25 @@ describe('guardParse', () => {
 
   it('parses ordinary documents unchanged', () => {
     expect(guarded('query Q { a { b } }').definitions).toHaveLength(1)
+  })
+})
+
+describe('guardParse with exposeLimits: false', () => {
+  const guarded = guardParse(parse, { maxTokens: 50, maxNesting: 10, exposeLimits: false })
+
+  it.each([
+    ['MAX_DEPTH_EXCEEDED', `{ ${'a { '.repeat(20)}b${' }'.repeat(20)} }`],
+    ['TOO_MANY_TOKENS', `{ ${'a '.repeat(60)}}`],
+  ])('%s names no limit, in its message or its extensions', (code, source) => {
+    let thrown: unknown
+    try {
+      guarded(source)
+    } catch (error) {
+      thrown = error
+    }
+    const error = thrown as GraphQLError
+    expect(error.extensions.code).toBe(code)
+    expect(error.extensions.limit).toBeUndefined()
+    expect(error.message).not.toMatch(/\d/)
   })
 })

@@ -98,3 +98,31 @@ describe('maxRootFieldsRule', () => {
     expect(codes(source, maxRootFieldsRule(3))).toEqual(['MAX_ROOT_FIELDS_EXCEEDED'])
   })
 })
+
+describe('with exposeLimits: false', () => {
+  const hidden = { exposeLimits: false }
+  it.each([
+    ['maxDepth', nested(6), maxDepthRule(5, 15, hidden), 'MAX_DEPTH_EXCEEDED'],
+    [
+      'maxIntrospectionDepth',
+      '{ __schema { types { fields { type { name } } } } }',
+      maxDepthRule(15, 3, hidden),
+      'MAX_DEPTH_EXCEEDED',
+    ],
+    ['maxAliases', '{ a: hello b: hello }', maxAliasesRule(1, hidden), 'MAX_ALIASES_EXCEEDED'],
+    [
+      'maxDirectives',
+      '{ hello @skip(if: false) @include(if: true) }',
+      maxDirectivesRule(1, hidden),
+      'MAX_DIRECTIVES_EXCEEDED',
+    ],
+    ['maxRootFields', '{ hello node { name } }', maxRootFieldsRule(1, hidden), 'MAX_ROOT_FIELDS_EXCEEDED'],
+  ])('%s: the refusal names no limit, in its message or its extensions', (_, source, rule, code) => {
+    const errors = validate(schema, parse(source), [rule])
+    expect(errors).toHaveLength(1)
+    const [error] = errors
+    expect(error?.extensions.code).toBe(code)
+    expect(error?.extensions.limit).toBeUndefined()
+    expect(error?.message).not.toMatch(/\d/)
+  })
+})
