@@ -1,5 +1,5 @@
 import { type DocumentNode, GraphQLError, type ParseOptions, parse, type Source } from 'graphql'
-import { limitDetails, limitMessage, RefusalCodes, refusal } from './refusal.js'
+import { limitRefusal, RefusalCodes, refusal } from './refusal.js'
 
 type ParseFn = (source: string | Source, options?: ParseOptions) => DocumentNode
 
@@ -22,15 +22,13 @@ export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): P
   return (source, options) => {
     const text = typeof source === 'string' ? source : source.body
     if (limits.maxNesting !== undefined && bracketNesting(text, limits.maxNesting) > limits.maxNesting) {
-      throw refusal(
+      throw limitRefusal(
+        limits,
         RefusalCodes.MAX_DEPTH_EXCEEDED,
-        limitMessage(
-          limits,
-          `The query nests brackets deeper than ${limits.maxNesting}.`,
-          'The query nests brackets too deeply.',
-        ),
         400,
-        limitDetails(limits, { limit: limits.maxNesting }),
+        limits.maxNesting,
+        `The query nests brackets deeper than ${limits.maxNesting}.`,
+        'The query nests brackets too deeply.',
       )
     }
     try {
@@ -43,15 +41,13 @@ export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): P
         error instanceof GraphQLError &&
         /contains more tha[nt] \d+ tokens/.test(error.message)
       ) {
-        throw refusal(
+        throw limitRefusal(
+          limits,
           RefusalCodes.TOO_MANY_TOKENS,
-          limitMessage(
-            limits,
-            `The query has more than ${limits.maxTokens} tokens.`,
-            'The query has too many tokens.',
-          ),
           400,
-          limitDetails(limits, { limit: limits.maxTokens }),
+          limits.maxTokens,
+          `The query has more than ${limits.maxTokens} tokens.`,
+          'The query has too many tokens.',
         )
       }
       if (error instanceof RangeError) {

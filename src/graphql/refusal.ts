@@ -69,3 +69,15 @@ export function limitDetails(
 export function limitMessage(settings: LimitExposure, exact: string, generic: string): string {
   return settings.exposeLimits ? exact : generic
 }
+
+/** A refusal for going past `limit`, which its message (`exact`) and its `limit` extension name unless hidden. */
+export function limitRefusal(
+  settings: LimitExposure,
+  code: RefusalCode,
+  status: number,
+  limit: number,
+  exact: string,
+  generic: string,
+): GraphQLError {
+  return refusal(code, limitMessage(settings, exact, generic), status, limitDetails(settings, { limit }))
+}

@@ -23,7 +23,14 @@ import { FieldLimits } from './fieldLimits.js'
 import { contextIp } from './identity.js'
 import type { GraphQLContext, MaybePromise, OperationEvent, TollboothGraphQLOptions } from './options.js'
 import { guardParse } from './parseGuard.js'
-import { limitDetails, limitMessage, type RefusalCode, RefusalCodes, refusal } from './refusal.js'
+import {
+  limitDetails,
+  limitMessage,
+  limitRefusal,
+  type RefusalCode,
+  RefusalCodes,
+  refusal,
+} from './refusal.js'
 import { maxAliasesRule } from './rules/maxAliases.js'
 import { maxDepthRule } from './rules/maxDepth.js'
 import { maxDirectivesRule } from './rules/maxDirectives.js'
@@ -91,15 +98,13 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   const batchGuard = {
     onRequestParseDone({ requestParserResult }: { requestParserResult: unknown }) {
       if (Array.isArray(requestParserResult) && requestParserResult.length > config.maxBatchSize) {
-        throw refusal(
+        throw limitRefusal(
+          config,
           RefusalCodes.BATCH_TOO_LARGE,
-          limitMessage(
-            config,
-            `A batch may hold at most ${config.maxBatchSize} operations.`,
-            'The batch holds too many operations.',
-          ),
           413,
-          limitDetails(config, { limit: config.maxBatchSize }),
+          config.maxBatchSize,
+          `A batch may hold at most ${config.maxBatchSize} operations.`,
+          'The batch holds too many operations.',
         )
       }
     },
@@ -287,15 +292,13 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     onParse({ params, parseFn, setParseFn }) {
       const source = typeof params.source === 'string' ? params.source : params.source.body
       if (config.maxCharacters !== undefined && source.length > config.maxCharacters) {
-        throw refusal(
+        throw limitRefusal(
+          config,
           RefusalCodes.QUERY_TOO_LARGE,
-          limitMessage(
-            config,
-            `The query is longer than ${config.maxCharacters} characters.`,
-            'The query is too long.',
-          ),
           413,
-          limitDetails(config, { limit: config.maxCharacters }),
+          config.maxCharacters,
+          `The query is longer than ${config.maxCharacters} characters.`,
+          'The query is too long.',
         )
       }
       if (config.maxTokens === undefined && config.maxNesting === undefined) return

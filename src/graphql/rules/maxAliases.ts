@@ -1,12 +1,5 @@
 import { Kind, type ValidationRule } from 'graphql'
-import {
-  EXPOSE_LIMITS,
-  type LimitExposure,
-  limitDetails,
-  limitMessage,
-  RefusalCodes,
-  refusal,
-} from '../refusal.js'
+import { EXPOSE_LIMITS, type LimitExposure, limitRefusal, RefusalCodes } from '../refusal.js'
 import { countOverOperation } from './selectionWalk.js'
 
 /**
@@ -24,15 +17,13 @@ export function maxAliasesRule(max: number, exposure: LimitExposure = EXPOSE_LIM
       )
       if (count > max) {
         context.reportError(
-          refusal(
+          limitRefusal(
+            exposure,
             RefusalCodes.MAX_ALIASES_EXCEEDED,
-            limitMessage(
-              exposure,
-              `The operation has more than ${max} aliases.`,
-              'The operation has too many aliases.',
-            ),
             400,
-            limitDetails(exposure, { limit: max }),
+            max,
+            `The operation has more than ${max} aliases.`,
+            'The operation has too many aliases.',
           ),
         )
       }

@@ -1,12 +1,5 @@
 import { Kind, type SelectionSetNode, type ValidationContext, type ValidationRule } from 'graphql'
-import {
-  EXPOSE_LIMITS,
-  type LimitExposure,
-  limitDetails,
-  limitMessage,
-  RefusalCodes,
-  refusal,
-} from '../refusal.js'
+import { EXPOSE_LIMITS, type LimitExposure, limitRefusal, RefusalCodes } from '../refusal.js'
 
 /**
  * Refuses an operation whose fields nest deeper than `maxDepth` (a root field is depth 1), following fragment
@@ -27,28 +20,24 @@ export function maxDepthRule(
       const depth = measure.depth(operation.selectionSet, false, new Set())
       if (measure.introspectionTooDeep) {
         context.reportError(
-          refusal(
+          limitRefusal(
+            exposure,
             RefusalCodes.MAX_DEPTH_EXCEEDED,
-            limitMessage(
-              exposure,
-              `An introspection query nests deeper than ${maxIntrospectionDepth}.`,
-              'An introspection query nests too deeply.',
-            ),
             400,
-            limitDetails(exposure, { limit: maxIntrospectionDepth }),
+            maxIntrospectionDepth,
+            `An introspection query nests deeper than ${maxIntrospectionDepth}.`,
+            'An introspection query nests too deeply.',
           ),
         )
       } else if (depth > maxDepth) {
         context.reportError(
-          refusal(
+          limitRefusal(
+            exposure,
             RefusalCodes.MAX_DEPTH_EXCEEDED,
-            limitMessage(
-              exposure,
-              `The operation nests deeper than ${maxDepth}.`,
-              'The operation nests too deeply.',
-            ),
             400,
-            limitDetails(exposure, { limit: maxDepth }),
+            maxDepth,
+            `The operation nests deeper than ${maxDepth}.`,
+            'The operation nests too deeply.',
           ),
         )
       }

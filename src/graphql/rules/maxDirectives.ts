@@ -1,12 +1,5 @@
 import type { ValidationRule } from 'graphql'
-import {
-  EXPOSE_LIMITS,
-  type LimitExposure,
-  limitDetails,
-  limitMessage,
-  RefusalCodes,
-  refusal,
-} from '../refusal.js'
+import { EXPOSE_LIMITS, type LimitExposure, limitRefusal, RefusalCodes } from '../refusal.js'
 import { countOverOperation } from './selectionWalk.js'
 
 /**
@@ -28,15 +21,13 @@ export function maxDirectivesRule(max: number, exposure: LimitExposure = EXPOSE_
         )
       if (count > max) {
         context.reportError(
-          refusal(
+          limitRefusal(
+            exposure,
             RefusalCodes.MAX_DIRECTIVES_EXCEEDED,
-            limitMessage(
-              exposure,
-              `The operation has more than ${max} directives.`,
-              'The operation has too many directives.',
-            ),
             400,
-            limitDetails(exposure, { limit: max }),
+            max,
+            `The operation has more than ${max} directives.`,
+            'The operation has too many directives.',
           ),
         )
       }

@@ -1,12 +1,5 @@
 import { Kind, type SelectionSetNode, type ValidationRule } from 'graphql'
-import {
-  EXPOSE_LIMITS,
-  type LimitExposure,
-  limitDetails,
-  limitMessage,
-  RefusalCodes,
-  refusal,
-} from '../refusal.js'
+import { EXPOSE_LIMITS, type LimitExposure, limitRefusal, RefusalCodes } from '../refusal.js'
 
 /**
  * Refuses an operation selecting more than `max` root fields (through fragments at the root). Each root field is
@@ -34,15 +27,13 @@ export function maxRootFieldsRule(max: number, exposure: LimitExposure = EXPOSE_
       }
       if (count(operation.selectionSet) > max) {
         context.reportError(
-          refusal(
+          limitRefusal(
+            exposure,
             RefusalCodes.MAX_ROOT_FIELDS_EXCEEDED,
-            limitMessage(
-              exposure,
-              `The operation selects more than ${max} root fields.`,
-              'The operation selects too many root fields.',
-            ),
             400,
-            limitDetails(exposure, { limit: max }),
+            max,
+            `The operation selects more than ${max} root fields.`,
+            'The operation selects too many root fields.',
           ),
         )
       }
