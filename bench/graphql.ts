@@ -56,7 +56,7 @@ import {
   type Measured as MeasuredLoad,
   serveLoadJobs,
 } from './loadProcess.js'
-import { count, fmt, loadAverage, median, pct } from './report.js'
+import { count, fmt, loadAverage, median, pct, verdict, versusPlain } from './report.js'
 
 const CONNECTIONS = 50
 const WARMUP_S = 2
@@ -591,21 +591,15 @@ async function main(): Promise<void> {
     for (const contender of contenders) {
       if (contender === plain) continue
       const rounds = of(contender)
-      const paired = median(rounds.map((r, i) => r.perSecond / (plainRounds[i]?.perSecond ?? Number.NaN)))
-      const ofMedians = median(rounds.map((r) => r.perSecond)) / median(plainRounds.map((r) => r.perSecond))
-      const cpu =
-        median(plainRounds.map((r) => r.serverMicrosPerRequest)) /
-        median(rounds.map((r) => r.serverMicrosPerRequest))
+      const { paired, ofMedians, cpu } = versusPlain(rounds, plainRounds, (r) => r.serverMicrosPerRequest)
       const target = TARGETS[contender.key]
-      const verdict =
+      const targetText =
         target === undefined
           ? '(reference, no target)'
-          : `target ≥ ${target.toFixed(2)}×   ${
-              paired >= target ? 'met' : `NOT met (${(((target - paired) / target) * 100).toFixed(0)}% short)`
-            }`
+          : `target ≥ ${target.toFixed(2)}×   ${verdict(paired, target)}`
       console.log(
         `${contender.name.padEnd(32)} ${paired.toFixed(2)}× plain (paired; ratio of medians ${ofMedians.toFixed(2)}×)` +
-          `   ${verdict}`,
+          `   ${targetText}`,
       )
       console.log(
         `${''.padEnd(32)} server CPU per request, plain/this: ${cpu.toFixed(2)}× (what a CPU-bound server would get)` +

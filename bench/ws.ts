@@ -37,7 +37,7 @@ import {
   type Measured as MeasuredLoad,
   serveLoadJobs,
 } from './loadProcess.js'
-import { count, fmt, loadAverage, median, pct } from './report.js'
+import { count, fmt, loadAverage, median, pct, verdict, versusPlain } from './report.js'
 
 const CLIENTS = 50
 const WINDOW = 32
@@ -367,19 +367,11 @@ async function main(): Promise<void> {
       const target = TARGETS[contender.key]
       if (target === undefined) continue
       const rounds = of(contender)
-      const paired = median(rounds.map((r, i) => r.perSecond / (plainRounds[i]?.perSecond ?? Number.NaN)))
-      const ofMedians = median(rounds.map((r) => r.perSecond)) / median(plainRounds.map((r) => r.perSecond))
-      const cpu =
-        median(plainRounds.map((r) => r.serverMicrosPerEcho)) /
-        median(rounds.map((r) => r.serverMicrosPerEcho))
-      const verdict =
-        paired >= target.ratio
-          ? 'met'
-          : `NOT met (${(((target.ratio - paired) / target.ratio) * 100).toFixed(0)}% short)`
+      const { paired, ofMedians, cpu } = versusPlain(rounds, plainRounds, (r) => r.serverMicrosPerEcho)
       const cpuVerdict = cpu >= target.ratio ? 'met' : 'NOT met'
       console.log(
         `${contender.name.padEnd(42)} ${paired.toFixed(2)}× plain (paired; ratio of medians ${ofMedians.toFixed(2)}×)` +
-          `   target ≥ ${target.ratio.toFixed(2)}× (${target.label})   ${verdict}`,
+          `   target ≥ ${target.ratio.toFixed(2)}× (${target.label})   ${verdict(paired, target.ratio)}`,
       )
       console.log(
         `${''.padEnd(42)} server CPU per echo, plain/this: ${cpu.toFixed(2)}× (what a CPU-bound server would get)` +
