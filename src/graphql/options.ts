@@ -86,8 +86,9 @@ export interface TollboothGraphQLOptions extends CostAnalysisOptions {
   /** Most cost one operation (or one HTTP batch) may have; above it, refused outright. @default 5000 */
   maxCost?: number
   /**
-   * Name costs and limits in refusals (messages and `cost`/`limit`/`maxCost` extensions) and put `throttleStatus`
-   * in `extensions.cost`. With `false`, refusals say what was exceeded without the numbers. @default true
+   * Name costs and limits in refusals' errors (messages and `cost`/`limit`/`maxCost` extensions) and put
+   * `throttleStatus` in `extensions.cost`. With `false`, an error says what was exceeded without the numbers
+   * (`extensions.cost.requestedQueryCost` is still reported, as on allowed results). @default true
    */
   exposeLimits?: boolean
   /** Add `extensions.cost` (Shopify's shape) to every result. @default true */

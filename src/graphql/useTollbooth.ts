@@ -168,8 +168,16 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     if (judgedCost > config.maxCost) {
       const message =
         judgedCost === cost
-          ? `The operation costs ${config.exposeLimits ? `${cost}, more than the maximum of ${config.maxCost}` : 'more than allowed'}.`
-          : `The batch costs ${config.exposeLimits ? `${judgedCost}, more than the maximum of ${config.maxCost}` : 'more than allowed'}.`
+          ? limitMessage(
+              config,
+              `The operation costs ${cost}, more than the maximum of ${config.maxCost}.`,
+              'The operation costs more than allowed.',
+            )
+          : limitMessage(
+              config,
+              `The batch costs ${judgedCost}, more than the maximum of ${config.maxCost}.`,
+              'The batch costs more than allowed.',
+            )
       const error = refusal(
         RefusalCodes.COST_LIMIT_EXCEEDED,
         message,

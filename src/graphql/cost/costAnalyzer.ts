@@ -73,6 +73,21 @@ interface VariablesEntry {
   responsePlan?: ResponsePlan
 }
 
+/** A document's cache and the key of one request's cost variables in it (undefined: too long to key on). */
+interface CacheSlot {
+  readonly entry: DocumentEntry
+  readonly key: string | undefined
+  readonly cached: VariablesEntry | undefined
+}
+
+/** Keeps what was computed for a slot (nothing when its key was too long), within the per-document cap. */
+function keep(slot: CacheSlot, computed: VariablesEntry): void {
+  if (slot.key === undefined) return
+  const byVariables = slot.entry.byVariables
+  if (byVariables.size >= MAX_COSTS_PER_DOCUMENT) byVariables.clear()
+  byVariables.set(slot.key, computed)
+}
+
 /**
  * Prices operations in the cost-directive model with graphql-query-complexity and tollbooth's estimator, and
  * counts what responses really cost. Estimates are cached per document and per value of the variables that
@@ -119,7 +134,12 @@ export class CostAnalyzer {
   /** What the response `data` really costs in the same model. */
   actual(input: OperationInput, data: unknown): number {
     const model = this.model(input.schema)
-    return this.countResponse(model, this.variablesEntry(model, input), input, data)
+    const slot = this.cacheSlot(model, input)
+    if (slot.cached !== undefined) return this.countResponse(model, slot.cached, input, data)
+    const cached: VariablesEntry = {}
+    const cost = this.countResponse(model, cached, input, data)
+    keep(slot, cached)
+    return cost
   }
 
   /**
@@ -128,36 +148,38 @@ export class CostAnalyzer {
    */
   priceOperation(input: OperationInput): PricedOperation {
     const model = this.model(input.schema)
-    const cached = this.variablesEntry(model, input)
-    cached.cost ??= this.price(model, this.documentEntry(model, input.document).plan, input)
-    const actual = (data: unknown): number => this.countResponse(model, cached, input, data)
-    return { cost: cached.cost, actual }
+    const slot = this.cacheSlot(model, input)
+    let cached = slot.cached
+    if (cached === undefined) {
+      // Priced before it is kept: an operation that cannot be priced (invalid variables, too large) takes no slot.
+      cached = { cost: this.price(model, slot.entry.plan, input) }
+      keep(slot, cached)
+    } else {
+      cached.cost ??= this.price(model, slot.entry.plan, input)
+    }
+    const entry = cached
+    const actual = (data: unknown): number => this.countResponse(model, entry, input, data)
+    return { cost: entry.cost as number, actual }
+  }
+
+  /** Where the operation's document and cost variables are cached, and what is cached there so far. */
+  private cacheSlot(model: CostModel, input: OperationInput): CacheSlot {
+    const entry = this.documentEntry(model, input.document)
+    const key = costCacheKey(entry.plan, input.operationName, input.variables ?? {})
+    return { entry, key, cached: key === undefined ? undefined : entry.byVariables.get(key) }
   }
 
   /**
-   * The cache entry of the operation's document and cost variables. When the variables are too long to key on,
-   * a fresh entry that nothing keeps: the estimate and the walk are then made for this request alone.
+   * Counts a response with the compiled walk of its document and cost variables (built on first use, into
+   * `cached`). A result without data (the executor refused the variables, say) costs nothing and builds nothing.
    */
-  private variablesEntry(model: CostModel, input: OperationInput): VariablesEntry {
-    const entry = this.documentEntry(model, input.document)
-    const cacheKey = costCacheKey(entry.plan, input.operationName, input.variables ?? {})
-    if (cacheKey === undefined) return {}
-    let cached = entry.byVariables.get(cacheKey)
-    if (cached === undefined) {
-      if (entry.byVariables.size >= MAX_COSTS_PER_DOCUMENT) entry.byVariables.clear()
-      cached = {}
-      entry.byVariables.set(cacheKey, cached)
-    }
-    return cached
-  }
-
-  /** Counts a response with the compiled plan of its document and cost variables (built on first use). */
   private countResponse(
     model: CostModel,
     cached: VariablesEntry,
     input: OperationInput,
     data: unknown,
   ): number {
+    if (data == null) return 0
     if (cached.responsePlan === undefined) {
       const operation = selectOperation(input.document, input.operationName)
       if (operation === undefined) return 0

@@ -394,6 +394,17 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(totalCalls(server.calls)).toBe(0)
   })
 
+  it('with exposeLimits: false an operation the budget can never hold is refused without its cost', async () => {
+    const limiter = bucket('hidden-budget', 10, 0.01)
+    const server = await startServer({ limiter, store: fixture.store, exposeLimits: false })
+
+    const refused = await server.post({ query: '{ users(first: 20) { id } }' }) // costs 20, the bucket holds 10
+    expect(refused.status).toBe(429)
+    expect(refused.body.errors?.[0]?.message).toBe('The operation costs more than the budget can ever hold.')
+    expect(Object.keys(refused.body.errors?.[0]?.extensions ?? {}).sort()).toEqual(['code', 'retryAfter'])
+    expect(totalCalls(server.calls)).toBe(0)
+  })
+
   it('dry-run: an over-budget operation still runs, with wouldRefuse, status 200 and nothing charged', async () => {
     const limiter = bucket('dry-run', 10, 0.01)
     const server = await startServer({ limiter, store: fixture.store, mode: 'dry-run' })

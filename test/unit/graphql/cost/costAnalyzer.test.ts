@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import {
   buildSchema,
+  GraphQLError,
   type GraphQLFieldConfigMap,
   GraphQLInputObjectType,
   GraphQLInt,
@@ -12,7 +13,7 @@ import {
   GraphQLString,
   parse,
 } from 'graphql'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import type { CostAnalysisOptions } from '../../../../src/graphql/cost/costAnalyzer.js'
 import { CostAnalyzer, TooLargeToPriceError } from '../../../../src/graphql/cost/costAnalyzer.js'
 import type { CostMap } from '../../../../src/graphql/cost/costModel.js'
@@ -525,6 +526,31 @@ describe('CostAnalyzer: cost cache', () => {
     expect(run({ a: false, f: { text: 'x' } })).toBe(3) // book 1 + text 2
     expect(run({ a: false, f: { tags: ['x'] } })).toBe(1) // book 1
     expect(run({ a: true, f: { text: 'x' } })).toBe(4)
+  })
+
+  it('an operation that cannot be priced takes no cache slot', () => {
+    const analyzer = new CostAnalyzer()
+    const price = vi.spyOn(analyzer as unknown as { price: () => number }, 'price')
+    const document = parse('query($n: Int) { books(first: $n) { title } }')
+    const run = (variables: Record<string, unknown>) => analyzer.estimate({ schema, document, variables })
+    expect(run({ n: 3 })).toBe(3)
+    expect(price).toHaveBeenCalledTimes(1)
+    // As many invalid values as the cache holds entries per document: each is priced (and refused), none kept.
+    for (let i = 0; i < 64; i++) expect(thrown(() => run({ n: `bad ${i}` }))).toBeInstanceOf(GraphQLError)
+    expect(price).toHaveBeenCalledTimes(65)
+    expect(run({ n: 3 })).toBe(3)
+    expect(price).toHaveBeenCalledTimes(65) // still cached
+  })
+
+  it('a result without data costs nothing, even when its other variables are invalid', () => {
+    const analyzer = new CostAnalyzer()
+    const document = parse('query($n: Int, $id: ID!) { book(id: $id) { title } books(first: $n) { title } }')
+    expect(analyzer.priceOperation({ schema, document, variables: { n: 3, id: '1' } }).cost).toBe(4)
+    // Same cost variables, so the cached cost serves; `$id` is invalid, so the executor answers without data.
+    const refused = analyzer.priceOperation({ schema, document, variables: { n: 3, id: { not: 'an id' } } })
+    expect(refused.cost).toBe(4)
+    expect(refused.actual(undefined)).toBe(0)
+    expect(refused.actual(null)).toBe(0)
   })
 
   it('refuses a fragment explosion quickly with TooLargeToPriceError', () => {
