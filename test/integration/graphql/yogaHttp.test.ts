@@ -394,6 +394,25 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(totalCalls(server.calls)).toBe(0)
   })
 
+  it('with exposeLimits: false a batch too large and an operation too large to price name no limit', async () => {
+    const limiter = bucket('hidden-batch', 100, 0.01)
+    const server = await startServer(
+      { limiter, store: fixture.store, exposeLimits: false, maxFieldVisits: 2, limits: { maxBatchSize: 3 } },
+      { batching: true },
+    )
+
+    const batch = await server.post<ResultBody>(Array.from({ length: 4 }, () => ({ query: EIGHT_USERS })))
+    expect(batch.status).toBe(413)
+    expect(batch.body.errors?.[0]?.message).toBe('The batch holds too many operations.')
+    expect(batch.body.errors?.[0]?.extensions).toEqual({ code: 'BATCH_TOO_LARGE' })
+
+    const large = await server.post({ query: USERS_WITH_FRIENDS }) // 5 fields to visit, 2 allowed
+    expect(large.status).toBe(400)
+    expect(large.body.errors?.[0]?.message).toBe('The operation is too large to price.')
+    expect(large.body.errors?.[0]?.extensions).toEqual({ code: 'COST_LIMIT_EXCEEDED' })
+    expect(totalCalls(server.calls)).toBe(0)
+  })
+
   it('with exposeLimits: false an operation the budget can never hold is refused without its cost', async () => {
     const limiter = bucket('hidden-budget', 10, 0.01)
     const server = await startServer({ limiter, store: fixture.store, exposeLimits: false })
