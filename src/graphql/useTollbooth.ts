@@ -152,7 +152,6 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
           RefusalCodes.COST_LIMIT_EXCEEDED,
           limitMessage(config, error.message, 'The operation is too large to price.'),
           400,
-          limitDetails(config, {}),
         )
         if (refuse(tooLarge, 0)) return undefined
         cost = config.maxCost
@@ -166,18 +165,12 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     let judgedCost = cost
     if (request !== undefined) judgedCost = (batchCosts.get(request) ?? 0) + cost
     if (judgedCost > config.maxCost) {
-      const message =
-        judgedCost === cost
-          ? limitMessage(
-              config,
-              `The operation costs ${cost}, more than the maximum of ${config.maxCost}.`,
-              'The operation costs more than allowed.',
-            )
-          : limitMessage(
-              config,
-              `The batch costs ${judgedCost}, more than the maximum of ${config.maxCost}.`,
-              'The batch costs more than allowed.',
-            )
+      const what = judgedCost === cost ? 'operation' : 'batch'
+      const message = limitMessage(
+        config,
+        `The ${what} costs ${judgedCost}, more than the maximum of ${config.maxCost}.`,
+        `The ${what} costs more than allowed.`,
+      )
       const error = refusal(
         RefusalCodes.COST_LIMIT_EXCEEDED,
         message,

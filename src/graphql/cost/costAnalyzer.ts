@@ -80,9 +80,12 @@ interface CacheSlot {
   readonly cached: VariablesEntry | undefined
 }
 
-/** Keeps what was computed for a slot (nothing when its key was too long), within the per-document cap. */
+/**
+ * Keeps a slot's new entry, once computing into it succeeded, within the per-document cap. Nothing to do when the
+ * slot already held an entry (filled in place) or its key was too long.
+ */
 function keep(slot: CacheSlot, computed: VariablesEntry): void {
-  if (slot.key === undefined) return
+  if (slot.cached !== undefined || slot.key === undefined) return
   const byVariables = slot.entry.byVariables
   if (byVariables.size >= MAX_COSTS_PER_DOCUMENT) byVariables.clear()
   byVariables.set(slot.key, computed)
@@ -135,8 +138,7 @@ export class CostAnalyzer {
   actual(input: OperationInput, data: unknown): number {
     const model = this.model(input.schema)
     const slot = this.cacheSlot(model, input)
-    if (slot.cached !== undefined) return this.countResponse(model, slot.cached, input, data)
-    const cached: VariablesEntry = {}
+    const cached = slot.cached ?? {}
     const cost = this.countResponse(model, cached, input, data)
     keep(slot, cached)
     return cost
@@ -149,17 +151,13 @@ export class CostAnalyzer {
   priceOperation(input: OperationInput): PricedOperation {
     const model = this.model(input.schema)
     const slot = this.cacheSlot(model, input)
-    let cached = slot.cached
-    if (cached === undefined) {
-      // Priced before it is kept: an operation that cannot be priced (invalid variables, too large) takes no slot.
-      cached = { cost: this.price(model, slot.entry.plan, input) }
-      keep(slot, cached)
-    } else {
-      cached.cost ??= this.price(model, slot.entry.plan, input)
-    }
-    const entry = cached
-    const actual = (data: unknown): number => this.countResponse(model, entry, input, data)
-    return { cost: entry.cost as number, actual }
+    const cached = slot.cached ?? {}
+    cached.cost ??= this.price(model, slot.entry.plan, input)
+    const cost = cached.cost
+    // Kept only once priced: an operation that cannot be priced (invalid variables, too large) takes no slot.
+    keep(slot, cached)
+    const actual = (data: unknown): number => this.countResponse(model, cached, input, data)
+    return { cost, actual }
   }
 
   /** Where the operation's document and cost variables are cached, and what is cached there so far. */
