@@ -84,6 +84,16 @@ function rateLimitFields(header: string | null): { name: string; r: number; t: n
 }
 
 /** A limiter name no other test uses (the store prefix is unique per test too). */
+/** The result's first error: exactly this message and exactly these extensions (nothing more leaks). */
+function expectFirstError(
+  result: ResultBody | undefined,
+  message: string,
+  extensions: Record<string, unknown>,
+): void {
+  expect(result?.errors?.[0]?.message).toBe(message)
+  expect(result?.errors?.[0]?.extensions).toEqual(extensions)
+}
+
 function uniqueName(label: string): string {
   return `${label}-${randomUUID().slice(0, 8)}`
 }
@@ -304,8 +314,11 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(denied.headers.get('retry-after')).toBe('1')
     expect(denied.body.data ?? undefined).toBeUndefined()
     expect(denied.body.errors).toHaveLength(1)
-    expect(denied.body.errors?.[0]?.message).toBe('The budget is spent; retry in 1 s.')
-    expect(denied.body.errors?.[0]?.extensions).toEqual({ code: 'RATE_LIMITED', retryAfter: 1, cost: 8 })
+    expectFirstError(denied.body, 'The budget is spent; retry in 1 s.', {
+      code: 'RATE_LIMITED',
+      retryAfter: 1,
+      cost: 8,
+    })
     expect(denied.body.extensions?.cost).toEqual({ requestedQueryCost: 8 })
     expect(denied.headers.get('ratelimit-policy')).toBe(`"${limiter.name}";q=16;w=2`)
     expect(rateLimitFields(denied.headers.get('ratelimit'))).toEqual({ name: limiter.name, r: 0, t: 1 })
@@ -365,8 +378,7 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
 
     const refused = await server.post({ query: USERS_WITH_FRIENDS })
     expect(refused.status).toBe(400)
-    expect(refused.body.errors?.[0]?.message).toBe('The operation costs more than allowed.')
-    expect(refused.body.errors?.[0]?.extensions).toEqual({ code: 'COST_LIMIT_EXCEEDED' })
+    expectFirstError(refused.body, 'The operation costs more than allowed.', { code: 'COST_LIMIT_EXCEEDED' })
     expect(totalCalls(server.calls)).toBe(0)
 
     // Allowed results carry no throttleStatus either.
@@ -384,13 +396,11 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     })
 
     const deep = await server.post({ query: USERS_WITH_FRIENDS })
-    expect(deep.body.errors?.[0]?.message).toBe('The operation nests too deeply.')
-    expect(deep.body.errors?.[0]?.extensions).toEqual({ code: 'MAX_DEPTH_EXCEEDED' })
+    expectFirstError(deep.body, 'The operation nests too deeply.', { code: 'MAX_DEPTH_EXCEEDED' })
 
     const long = await server.post({ query: `{ users(first: 1) { id${' '.repeat(300)} } }` })
     expect(long.status).toBe(413)
-    expect(long.body.errors?.[0]?.message).toBe('The query is too long.')
-    expect(long.body.errors?.[0]?.extensions).toEqual({ code: 'QUERY_TOO_LARGE' })
+    expectFirstError(long.body, 'The query is too long.', { code: 'QUERY_TOO_LARGE' })
     expect(totalCalls(server.calls)).toBe(0)
   })
 
@@ -403,13 +413,11 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
 
     const batch = await server.post<ResultBody>(Array.from({ length: 4 }, () => ({ query: EIGHT_USERS })))
     expect(batch.status).toBe(413)
-    expect(batch.body.errors?.[0]?.message).toBe('The batch holds too many operations.')
-    expect(batch.body.errors?.[0]?.extensions).toEqual({ code: 'BATCH_TOO_LARGE' })
+    expectFirstError(batch.body, 'The batch holds too many operations.', { code: 'BATCH_TOO_LARGE' })
 
     const large = await server.post({ query: USERS_WITH_FRIENDS }) // 5 fields to visit, 2 allowed
     expect(large.status).toBe(400)
-    expect(large.body.errors?.[0]?.message).toBe('The operation is too large to price.')
-    expect(large.body.errors?.[0]?.extensions).toEqual({ code: 'COST_LIMIT_EXCEEDED' })
+    expectFirstError(large.body, 'The operation is too large to price.', { code: 'COST_LIMIT_EXCEEDED' })
     expect(totalCalls(server.calls)).toBe(0)
   })
 
@@ -598,8 +606,10 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     const refused = await server.post<ResultBody>(four)
     expect(refused.status).toBe(413)
     expect(refused.body.errors).toHaveLength(1)
-    expect(refused.body.errors?.[0]?.message).toBe('A batch may hold at most 3 operations.')
-    expect(refused.body.errors?.[0]?.extensions).toEqual({ code: 'BATCH_TOO_LARGE', limit: 3 })
+    expectFirstError(refused.body, 'A batch may hold at most 3 operations.', {
+      code: 'BATCH_TOO_LARGE',
+      limit: 3,
+    })
     expect(totalCalls(server.calls)).toBe(0)
     expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100)
 
@@ -640,8 +650,11 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(first?.data?.users).toHaveLength(8)
     expect(second?.data?.users).toHaveLength(8)
     expect(third?.data ?? undefined).toBeUndefined()
-    expect(third?.errors?.[0]?.message).toBe('The batch costs 24, more than the maximum of 20.')
-    expect(third?.errors?.[0]?.extensions).toEqual({ code: 'COST_LIMIT_EXCEEDED', cost: 24, maxCost: 20 })
+    expectFirstError(third, 'The batch costs 24, more than the maximum of 20.', {
+      code: 'COST_LIMIT_EXCEEDED',
+      cost: 24,
+      maxCost: 20,
+    })
     expect(server.calls.users).toBe(2)
     // Only the two operations that ran were charged.
     expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 16)
