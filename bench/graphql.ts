@@ -318,7 +318,11 @@ async function runLoad(job: LoadJob): Promise<LoadResult> {
 }
 
 /** A round's result with the server's CPU time, per request too. */
-type Measured = MeasuredLoad<LoadResult> & { serverMicrosPerRequest: number }
+type Measured = MeasuredLoad<LoadResult> & {
+  serverMicrosPerRequest: number
+  /** RedisStore script calls over the measured phase (the Redis contender only). */
+  storeCalls: number | undefined
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The servers (this process)
@@ -426,6 +430,8 @@ async function main(): Promise<void> {
   const contenders: Contender[] = []
   const load = new LoadProcess<LoadJob, LoadResult>(import.meta.url)
   const storeErrors = new Map<string, number>()
+  /** Script calls the RedisStore made, counted by its latency hook (one event per call, batched or not). */
+  let storeCalls = 0
   try {
     await client.connect()
     const redisVersion = /redis_version:(\S+)/.exec(await client.info('server'))?.[1] ?? '?'
@@ -434,6 +440,7 @@ async function main(): Promise<void> {
       prefix: 'bench-gql:',
       hooks: {
         onStoreError: ({ error }) => count(storeErrors, error.code ?? error.message),
+        onStoreLatency: () => storeCalls++,
         onBreakerChange: ({ to }) => count(storeErrors, `breaker → ${to}`),
       },
     })
@@ -502,10 +509,14 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       const order = contenders.map((_, i) => contenders[(i + round) % contenders.length] as Contender)
       for (const contender of order) {
-        const measured = await load.run({ ...job, url: contender.url })
+        let storeCallsBefore = 0
+        const measured = await load.run({ ...job, url: contender.url }, () => {
+          storeCallsBefore = storeCalls
+        })
         const result: Measured = {
           ...measured,
           serverMicrosPerRequest: measured.serverCpuMicros / measured.requests,
+          storeCalls: contender.key === 'redis' ? storeCalls - storeCallsBefore : undefined,
         }
         results.get(contender)?.push(result)
         const problems = result.non2xx + result.errors + result.timeouts + result.graphqlErrors
@@ -514,6 +525,9 @@ async function main(): Promise<void> {
             `   p50 ${result.p50.toFixed(1)} ms  p99 ${result.p99.toFixed(1)} ms` +
             `   server ${result.serverMicrosPerRequest.toFixed(0)} µs CPU/req, ` +
             `CPU: server ${pct(result.serverCpu)} load ${pct(result.clientCpu)}` +
+            (result.storeCalls === undefined
+              ? ''
+              : `, ${(result.storeCalls / result.requests).toFixed(2)} Redis calls/req`) +
             (problems === 0 ? '' : `   PROBLEMS: ${problems}`),
         )
       }
@@ -609,6 +623,15 @@ async function main(): Promise<void> {
     console.log(
       `\nload average after: ${loadAverage()}; total ${((performance.now() - started) / 1000).toFixed(0)} s`,
     )
+    const redisRounds = contenders.filter((c) => c.key === 'redis').flatMap(of)
+    if (redisRounds.length > 0) {
+      const calls = sum(redisRounds, (r) => r.storeCalls ?? 0)
+      const requests = sum(redisRounds, (r) => r.requests)
+      console.log(
+        `RedisStore: ${fmt(calls)} script calls for ${fmt(requests)} requests over the measured phases ` +
+          `(${(calls / requests).toFixed(2)} per request; decisions of one event-loop turn share a call)`,
+      )
+    }
     if (storeErrors.size > 0)
       console.log('RedisStore errors and breaker changes:', Object.fromEntries(storeErrors))
   } finally {

@@ -51,14 +51,18 @@ export class LoadProcess<Job, Result extends { seconds: number }> {
     this.child.once('exit', () => this.waiter?.())
   }
 
-  /** Runs one job; adds this (server) process' CPU time over the measured phase. */
-  async run(job: Job): Promise<Measured<Result>> {
+  /**
+   * Runs one job; adds this (server) process' CPU time over the measured phase. `onMeasuredPhase` is called when
+   * that phase starts, for counters of the bench's own.
+   */
+  async run(job: Job, onMeasuredPhase?: () => void): Promise<Measured<Result>> {
     this.child.stdin?.write(`${JSON.stringify(job)}\n`)
     let cpuStart: NodeJS.CpuUsage | undefined
     for (;;) {
       const answer = JSON.parse(await this.next()) as Result | { phase: 'measure' }
       if ('phase' in answer) {
         cpuStart = process.cpuUsage()
+        onMeasuredPhase?.()
         continue
       }
       const cpu = process.cpuUsage(cpuStart)

@@ -35,6 +35,20 @@ describe('RedisStore batching', () => {
     }
   })
 
+  it('sends the decisions of one event-loop turn together, though each was asked for in a callback of its own', async () => {
+    // Ten timers due at once run in one timers phase, each its own callback with its own ticks in between: the way
+    // Node hands an HTTP server the requests it read in one poll phase.
+    const limiter = tokenBucket({ name: 't', store, capacity: 100, refillPerSecond: 0.001, denyCache: false })
+    const decisions = await Promise.all(
+      Array.from(
+        { length: 10 },
+        (_, i) => new Promise((resolve) => setTimeout(() => resolve(limiter.consume(`key-${i}`)), 0)),
+      ),
+    )
+    expect(decisions).toHaveLength(10)
+    expect(calls).toBe(1)
+  })
+
   it('reads a reply that arrived during an event-loop stall longer than the deadline instead of timing out', async () => {
     const stalled = new RedisStore({ client, prefix: `stall-${Date.now()}:`, timeoutMs: 20 })
     const limiter = tokenBucket({ name: 's', store: stalled, capacity: 5, refillPerSecond: 1 })

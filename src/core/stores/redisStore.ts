@@ -22,7 +22,7 @@ export interface RedisStoreOptions {
    */
   timeoutMs?: number
   /**
-   * Most decisions sent in one script call. Decisions requested within one tick of the event loop travel together
+   * Most decisions sent in one script call. Decisions requested within one turn of the event loop travel together
    * (on a standalone Redis; on a cluster, keys of different identities live in different slots, so each decision
    * is its own call). `1` turns batching off.
    * @default 32
@@ -136,8 +136,10 @@ export class RedisStore implements Store {
       if (this.queue.length >= this.maxBatch) this.flush()
       else if (!this.flushScheduled) {
         this.flushScheduled = true
-        // After the current tick's promise callbacks: everything requested until then goes in the same call.
-        process.nextTick(() => this.flush())
+        // At the end of this turn of the event loop, as ioredis' auto-pipelining does: under load Node reads each
+        // socket's request in a callback of its own, so a batch of one tick holds one decision, while the requests
+        // read in one poll phase all get here before it ends. Not unref'd: it runs within this turn either way.
+        setImmediate(() => this.flush())
       }
     })
   }
