@@ -146,7 +146,7 @@ afterEach(async () => {
 
 async function startServer(
   options: TollboothGraphQLOptions | (() => Plugin),
-  yogaOptions: { batching?: boolean } = {},
+  yogaOptions: { batching?: boolean; pluginsBefore?: Plugin[] } = {},
 ): Promise<TestServer> {
   const calls = resolverCalls()
   const unexpected: unknown[] = []
@@ -162,7 +162,10 @@ async function startServer(
         return masked
       },
     },
-    plugins: [typeof options === 'function' ? options() : useTollbooth(options)],
+    plugins: [
+      ...(yogaOptions.pluginsBefore ?? []),
+      typeof options === 'function' ? options() : useTollbooth(options),
+    ],
   })
   const server = createServer(yoga)
   servers.push(server)
@@ -274,6 +277,26 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(reply.body.data?.users).toHaveLength(8)
     expect(reply.body).not.toHaveProperty('extensions')
     expect(rateLimitFields(reply.headers.get('ratelimit')).r).toBe(100 - 8)
+  })
+
+  it('RateLimit fields the application already set stay, and none of its own are mixed in', async () => {
+    const limiter = bucket('app-fields', 100, 0.01)
+    const applicationFields: Plugin = {
+      onResponse({ response }) {
+        response.headers.set('RateLimit', '"app";r=1;t=1')
+      },
+    }
+    const server = await startServer(
+      { limiter, store: fixture.store },
+      { pluginsBefore: [applicationFields] },
+    )
+
+    const reply = await server.post({ query: EIGHT_USERS })
+    expect(reply.status).toBe(200)
+    expect(reply.headers.get('ratelimit')).toBe('"app";r=1;t=1')
+    expect(reply.headers.get('ratelimit-policy')).toBeNull()
+    expect(reply.body.extensions?.cost?.requestedQueryCost).toBe(8)
+    expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 8)
   })
 
   it('a query answered as an event stream (SSE) carries the RateLimit headers too', async () => {
