@@ -6,11 +6,13 @@
  * Contenders, each a Yoga 5 server (node:http, 127.0.0.1, port 0) in this process on the same schema and the same
  * resolvers, all alive for the whole run:
  * - plain:  Yoga with its defaults (parse and validation caches on), nothing else;
+ * - plainAgain: a second plain Yoga, an A/A control: its ratio to the first shows how far this run can read one
+ *           server against itself, i.e. what a ratio of this run is good to;
  * - memory: + useTollbooth, a tokenBucket on the default MemoryStore, default guards and cost model (costs given as
  *           `@listSize(slicingArguments: ["first"])` through the `costs` option), `extensions.cost` and RateLimit
  *           headers on (the defaults): one budget decision per operation, in process;
  * - redis:  the same with the tokenBucket on a RedisStore (default batching and timeout): one budget decision per
- *           operation in Redis (decisions of one tick travel in one script call);
+ *           operation in Redis (the decisions of one event-loop turn travel in one script call);
  * - armor:  + @escape.tech/graphql-armor's `new EnvelopArmor().protect()` plugins with their defaults (cost limit
  *           5000, max depth 6, max aliases 15, max directives 50, max tokens 1000, field suggestions blocked): a
  *           static-analysis-only protection, for reference;
@@ -59,15 +61,17 @@ import {
 import { count, fmt, loadAverage, median, pct, verdict, versusPlain } from './report.js'
 
 const CONNECTIONS = 50
-const WARMUP_S = 2
-const MEASURE_S = 8
-const ROUNDS = 5
+const WARMUP_S = 1
+const MEASURE_S = 4
+/** Many short rounds rather than a few long ones: the machine's load drifts, and each round is paired with plain. */
+const ROUNDS = 10
 const USERS = 1000
 const BUDGET = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 }
 const IDENTITY_HEADER = 'x-bench-user'
 
 type Key =
   | 'plain'
+  | 'plainAgain'
   | 'memory'
   | 'redis'
   | 'armor'
@@ -328,14 +332,62 @@ type Measured = MeasuredLoad<LoadResult> & {
 // The servers (this process)
 // ---------------------------------------------------------------------------------------------------------------
 
+/** What the report needs of a contender: which it is and where it listens. */
 interface Contender {
   readonly key: Key
   readonly name: string
   readonly url: string
-  readonly server: Server
 }
 
-async function yogaServer(key: Key, name: string, plugins: Plugin[]): Promise<Contender> {
+const CONTENDER_NAMES: Record<Key, string> = {
+  plain: 'plain Yoga',
+  plainAgain: 'plain Yoga again (A/A control)',
+  memory: 'Yoga + tollbooth, MemoryStore',
+  redis: 'Yoga + tollbooth, RedisStore',
+  armor: 'Yoga + graphql-armor (defaults)',
+  memoryNoExtension: 'MemoryStore, no extensions.cost',
+  memoryNoHeaders: 'MemoryStore, no headers',
+  memoryNoReporting: 'MemoryStore, neither',
+  burn: `Yoga + ${BURN_MICROS} µs busy loop`,
+  deferred: 'Yoga + execution deferred',
+}
+
+/** The contenders of this run, in order: the four of the issue with the A/A control, then the optional ones. */
+function contenderKeys(): Key[] {
+  const keys: Key[] = ['plain', 'plainAgain', 'memory', 'redis', 'armor']
+  if (BREAKDOWN) keys.push('memoryNoExtension', 'memoryNoHeaders', 'memoryNoReporting')
+  if (CALIBRATE) keys.push('burn', 'deferred')
+  return keys
+}
+
+/** A contender's Yoga plugins; `redisStore` is needed by the Redis contender only. */
+function contenderPlugins(key: Key, redisStore: Store | undefined): Plugin[] {
+  switch (key) {
+    case 'plain':
+    case 'plainAgain':
+      return []
+    case 'memory':
+      return [tollbooth(undefined, 'bench-memory')]
+    case 'redis':
+      if (redisStore === undefined) throw new Error('the Redis contender needs a RedisStore')
+      return [tollbooth(redisStore, 'bench-redis')]
+    case 'armor':
+      return new EnvelopArmor().protect().plugins as Plugin[]
+    case 'memoryNoExtension':
+      return [tollbooth(undefined, 'bench-memory-no-extension', { costExtension: false })]
+    case 'memoryNoHeaders':
+      return [tollbooth(undefined, 'bench-memory-no-headers', { headers: false })]
+    case 'memoryNoReporting':
+      return [tollbooth(undefined, 'bench-memory-no-reporting', { costExtension: false, headers: false })]
+    case 'burn':
+      return [burnPlugin(BURN_MICROS)]
+    case 'deferred':
+      return [deferPlugin()]
+  }
+}
+
+/** A Yoga server on node:http, 127.0.0.1, a free port. */
+async function yogaServer(plugins: Plugin[]): Promise<{ url: string; server: Server }> {
   const yoga = createYoga({
     schema: createSchema({ typeDefs, resolvers }),
     plugins,
@@ -345,7 +397,44 @@ async function yogaServer(key: Key, name: string, plugins: Plugin[]): Promise<Co
   const server = createServer(yoga)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo
-  return { key, name, url: `http://127.0.0.1:${port}/graphql`, server }
+  return { url: `http://127.0.0.1:${port}/graphql`, server }
+}
+
+async function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections()
+  await new Promise((resolve) => server.close(resolve))
+}
+
+/** A RedisStore on the bench's private redis-server, counting its script calls and errors. */
+class BenchRedis {
+  readonly client: Redis
+  readonly store: RedisStore
+  /** Script calls the store made, counted by its latency hook (one event per call, batched or not). */
+  calls = 0
+  readonly errors = new Map<string, number>()
+
+  constructor(port: number) {
+    const options: RedisOptions = { host: '127.0.0.1', port, enableOfflineQueue: false, lazyConnect: true }
+    this.client = new Redis(options)
+    this.store = new RedisStore({
+      client: this.client,
+      prefix: 'bench-gql:',
+      hooks: {
+        onStoreError: ({ error }) => count(this.errors, error.code ?? error.message),
+        onStoreLatency: () => this.calls++,
+        onBreakerChange: ({ to }) => count(this.errors, `breaker → ${to}`),
+      },
+    })
+  }
+
+  async connect(): Promise<string> {
+    await this.client.connect()
+    return /redis_version:(\S+)/.exec(await this.client.info('server'))?.[1] ?? '?'
+  }
+
+  async close(): Promise<void> {
+    await this.client.quit().catch(() => this.client.disconnect())
+  }
 }
 
 function tollbooth(
@@ -417,230 +506,209 @@ async function check(contender: Contender): Promise<(number | undefined)[]> {
   return costsSeen
 }
 
+const job: Omit<LoadJob, 'url'> = {
+  connections: CONNECTIONS,
+  warmupSeconds: WARMUP_S,
+  measureSeconds: MEASURE_S,
+  users: USERS,
+}
+
+function printPreamble(redisVersion: string, loadPid: number | undefined): void {
+  console.log(
+    `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), redis-server ${redisVersion}, ` +
+      `NODE_ENV=${process.env.NODE_ENV ?? '(unset: graphql-js in development mode)'}, ` +
+      `load average before: ${loadAverage()}`,
+  )
+  console.log(
+    `autocannon: ${CONNECTIONS} connections, no pipelining, ${USERS} prebuilt requests cycled per connection ` +
+      `(4 queries in turn, ${USERS} identities in the ${IDENTITY_HEADER} header); ${WARMUP_S} s warm-up + ` +
+      `${MEASURE_S} s measured, ${ROUNDS} rounds (order rotated each round), medians shown`,
+  )
+  console.log(
+    `load generator in a separate process (pid ${loadPid}); servers and their stores in this one ` +
+      `(pid ${process.pid}); CPU is process CPU time over the measured phase (100% = one core)`,
+  )
+  console.log(
+    `tollbooth: tokenBucket ${JSON.stringify(BUDGET)}, identify from ${IDENTITY_HEADER}, costs: @listSize on ` +
+      'Query.users and User.posts; every other option default',
+  )
+}
+
+async function checkAll(contenders: readonly Contender[]): Promise<void> {
+  for (const contender of contenders) {
+    const seen = await check(contender)
+    const costText = seen.every((c) => c === undefined) ? '' : `, extensions.cost ${seen.join(' / ')}`
+    console.log(`  check ${contender.name}: 4 queries answered with data${costText}`)
+  }
+  console.log()
+}
+
+function printRound(round: number, contender: Contender, result: Measured): void {
+  const problems = result.non2xx + result.errors + result.timeouts + result.graphqlErrors
+  console.log(
+    `round ${round + 1}  ${contender.name.padEnd(32)} ${fmt(result.perSecond).padStart(7)} req/s` +
+      `   p50 ${result.p50.toFixed(1)} ms  p99 ${result.p99.toFixed(1)} ms` +
+      `   server ${result.serverMicrosPerRequest.toFixed(0)} µs CPU/req, ` +
+      `CPU: server ${pct(result.serverCpu)} load ${pct(result.clientCpu)}` +
+      (result.storeCalls === undefined
+        ? ''
+        : `, ${(result.storeCalls / result.requests).toFixed(2)} Redis calls/req`) +
+      (problems === 0 ? '' : `   PROBLEMS: ${problems}`),
+  )
+}
+
+/** The table of medians, the check of every response, the verdicts on paired ratios, Redis' calls and errors. */
+function report(
+  contenders: readonly Contender[],
+  results: ReadonlyMap<Contender, Measured[]>,
+  storeErrors: ReadonlyMap<string, number>,
+  started: number,
+): void {
+  console.log()
+  console.log(
+    [
+      'server'.padEnd(32),
+      'req/s'.padStart(7),
+      'min–max of rounds'.padStart(18),
+      'p50 ms'.padStart(7),
+      'p99 ms'.padStart(7),
+      'µs CPU/req'.padStart(11),
+      'CPU srv/load'.padStart(13),
+      'responses'.padStart(10),
+      'non-2xx'.padStart(8),
+      'errors'.padStart(7),
+      'gql errors'.padStart(11),
+    ].join(' '),
+  )
+  const of = (contender: Contender) => results.get(contender) ?? []
+  const sum = (rounds: Measured[], pick: (r: Measured) => number) =>
+    rounds.reduce((total, r) => total + pick(r), 0)
+  for (const contender of contenders) {
+    const rounds = of(contender)
+    const rates = rounds.map((r) => r.perSecond).sort((a, b) => a - b)
+    console.log(
+      [
+        contender.name.padEnd(32),
+        fmt(median(rates)).padStart(7),
+        `${fmt(rates[0])}–${fmt(rates.at(-1))}`.padStart(18),
+        median(rounds.map((r) => r.p50))
+          .toFixed(1)
+          .padStart(7),
+        median(rounds.map((r) => r.p99))
+          .toFixed(1)
+          .padStart(7),
+        median(rounds.map((r) => r.serverMicrosPerRequest))
+          .toFixed(0)
+          .padStart(11),
+        `${pct(median(rounds.map((r) => r.serverCpu)))}/${pct(median(rounds.map((r) => r.clientCpu)))}`.padStart(
+          13,
+        ),
+        fmt(sum(rounds, (r) => r.requests)).padStart(10),
+        String(sum(rounds, (r) => r.non2xx)).padStart(8),
+        String(sum(rounds, (r) => r.errors + r.timeouts)).padStart(7),
+        String(sum(rounds, (r) => r.graphqlErrors)).padStart(11),
+      ].join(' '),
+    )
+    const statuses: Record<string, number> = {}
+    for (const r of rounds) {
+      for (const [code, n] of Object.entries(r.statusCodes)) statuses[code] = (statuses[code] ?? 0) + n
+    }
+    if (Object.keys(statuses).some((code) => code !== '200')) console.log('  status codes:', statuses)
+    const sample = rounds.find((r) => r.sampleError !== undefined)?.sampleError
+    if (sample !== undefined) console.log(`  first GraphQL error: ${sample}`)
+  }
+
+  const failures = contenders.reduce(
+    (total, c) => total + sum(of(c), (r) => r.non2xx + r.errors + r.timeouts + r.graphqlErrors),
+    0,
+  )
+  console.log(
+    failures === 0
+      ? '\nall responses: 200, with data and without errors'
+      : `\n${failures} responses were NOT 200 with data and without errors (see the table): the rates above are not comparable`,
+  )
+
+  // Verdicts on paired ratios: each round's rate over plain Yoga's in the same round, median over rounds (drift of
+  // the machine's load between rounds cancels out); the ratio of the medians and of server CPU per request too.
+  console.log()
+  const plain = contenders.find((c) => c.key === 'plain') as Contender
+  const plainRounds = of(plain)
+  for (const contender of contenders) {
+    if (contender === plain) continue
+    const rounds = of(contender)
+    const { paired, ofMedians, cpu } = versusPlain(rounds, plainRounds, (r) => r.serverMicrosPerRequest)
+    const target = TARGETS[contender.key]
+    const targetText =
+      contender.key === 'plainAgain'
+        ? '(control: the same server read against itself)'
+        : target === undefined
+          ? '(reference, no target)'
+          : `target ≥ ${target.toFixed(2)}×   ${verdict(paired, target)}`
+    console.log(
+      `${contender.name.padEnd(32)} ${paired.toFixed(2)}× plain (paired; ratio of medians ${ofMedians.toFixed(2)}×)` +
+        `   ${targetText}`,
+    )
+    console.log(
+      `${''.padEnd(32)} server CPU per request, plain/this: ${cpu.toFixed(2)}× (what a CPU-bound server would get)` +
+        (target === undefined ? '' : `   ${cpu >= target ? 'met' : 'NOT met'}`),
+    )
+  }
+  console.log(
+    `\nload average after: ${loadAverage()}; total ${((performance.now() - started) / 1000).toFixed(0)} s`,
+  )
+  const redisRounds = contenders.filter((c) => c.key === 'redis').flatMap(of)
+  if (redisRounds.length > 0) {
+    const calls = sum(redisRounds, (r) => r.storeCalls ?? 0)
+    const requests = sum(redisRounds, (r) => r.requests)
+    console.log(
+      `RedisStore: ${fmt(calls)} script calls for ${fmt(requests)} requests over the measured phases ` +
+        `(${(calls / requests).toFixed(2)} per request; decisions of one event-loop turn share a call)`,
+    )
+  }
+  if (storeErrors.size > 0)
+    console.log('RedisStore errors and breaker changes:', Object.fromEntries(storeErrors))
+}
+
+/** Every server in this process, measured one after the other, in a rotated order each round. */
 async function main(): Promise<void> {
   const started = performance.now()
   const redis = await startRedis()
-  const redisOptions: RedisOptions = {
-    host: '127.0.0.1',
-    port: redis.port,
-    enableOfflineQueue: false,
-    lazyConnect: true,
-  }
-  const client = new Redis(redisOptions)
-  const contenders: Contender[] = []
+  const benchRedis = new BenchRedis(redis.port)
+  const servers: Server[] = []
   const load = new LoadProcess<LoadJob, LoadResult>(import.meta.url)
-  const storeErrors = new Map<string, number>()
-  /** Script calls the RedisStore made, counted by its latency hook (one event per call, batched or not). */
-  let storeCalls = 0
   try {
-    await client.connect()
-    const redisVersion = /redis_version:(\S+)/.exec(await client.info('server'))?.[1] ?? '?'
-    const redisStore = new RedisStore({
-      client,
-      prefix: 'bench-gql:',
-      hooks: {
-        onStoreError: ({ error }) => count(storeErrors, error.code ?? error.message),
-        onStoreLatency: () => storeCalls++,
-        onBreakerChange: ({ to }) => count(storeErrors, `breaker → ${to}`),
-      },
-    })
-    contenders.push(
-      await yogaServer('plain', 'plain Yoga', []),
-      await yogaServer('memory', 'Yoga + tollbooth, MemoryStore', [tollbooth(undefined, 'bench-memory')]),
-      await yogaServer('redis', 'Yoga + tollbooth, RedisStore', [tollbooth(redisStore, 'bench-redis')]),
-      await yogaServer(
-        'armor',
-        'Yoga + graphql-armor (defaults)',
-        new EnvelopArmor().protect().plugins as Plugin[],
-      ),
-    )
-    if (BREAKDOWN) {
-      contenders.push(
-        await yogaServer('memoryNoExtension', 'MemoryStore, no extensions.cost', [
-          tollbooth(undefined, 'bench-memory-no-extension', { costExtension: false }),
-        ]),
-        await yogaServer('memoryNoHeaders', 'MemoryStore, no headers', [
-          tollbooth(undefined, 'bench-memory-no-headers', { headers: false }),
-        ]),
-        await yogaServer('memoryNoReporting', 'MemoryStore, neither', [
-          tollbooth(undefined, 'bench-memory-no-reporting', { costExtension: false, headers: false }),
-        ]),
-      )
+    const redisVersion = await benchRedis.connect()
+    const contenders: Contender[] = []
+    for (const key of contenderKeys()) {
+      const { url, server } = await yogaServer(contenderPlugins(key, benchRedis.store))
+      servers.push(server)
+      contenders.push({ key, name: CONTENDER_NAMES[key], url })
     }
-    if (CALIBRATE) {
-      contenders.push(
-        await yogaServer('burn', `Yoga + ${BURN_MICROS} µs busy loop`, [burnPlugin(BURN_MICROS)]),
-        await yogaServer('deferred', 'Yoga + execution deferred', [deferPlugin()]),
-      )
-    }
+    printPreamble(redisVersion, load.child.pid)
+    await checkAll(contenders)
 
-    console.log(
-      `Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), redis-server ${redisVersion}, ` +
-        `NODE_ENV=${process.env.NODE_ENV ?? '(unset: graphql-js in development mode)'}, ` +
-        `load average before: ${loadAverage()}`,
-    )
-    console.log(
-      `autocannon: ${CONNECTIONS} connections, no pipelining, ${USERS} prebuilt requests cycled per connection ` +
-        `(4 queries in turn, ${USERS} identities in the ${IDENTITY_HEADER} header); ${WARMUP_S} s warm-up + ` +
-        `${MEASURE_S} s measured, ${ROUNDS} rounds (order rotated each round), medians shown`,
-    )
-    console.log(
-      `load generator in a separate process (pid ${load.child.pid}); servers and their stores in this one ` +
-        `(pid ${process.pid}); CPU is process CPU time over the measured phase (100% = one core)`,
-    )
-    console.log(
-      `tollbooth: tokenBucket ${JSON.stringify(BUDGET)}, identify from ${IDENTITY_HEADER}, costs: @listSize on ` +
-        'Query.users and User.posts; every other option default',
-    )
-    for (const contender of contenders) {
-      const seen = await check(contender)
-      const costText = seen.every((c) => c === undefined) ? '' : `, extensions.cost ${seen.join(' / ')}`
-      console.log(`  check ${contender.name}: 4 queries answered with data${costText}`)
-    }
-    console.log()
-
-    const job: Omit<LoadJob, 'url'> = {
-      connections: CONNECTIONS,
-      warmupSeconds: WARMUP_S,
-      measureSeconds: MEASURE_S,
-      users: USERS,
-    }
     const results = new Map<Contender, Measured[]>(contenders.map((c) => [c, []]))
     for (let round = 0; round < ROUNDS; round++) {
       const order = contenders.map((_, i) => contenders[(i + round) % contenders.length] as Contender)
       for (const contender of order) {
-        let storeCallsBefore = 0
+        let callsBefore = 0
         const measured = await load.run({ ...job, url: contender.url }, () => {
-          storeCallsBefore = storeCalls
+          callsBefore = benchRedis.calls
         })
         const result: Measured = {
           ...measured,
           serverMicrosPerRequest: measured.serverCpuMicros / measured.requests,
-          storeCalls: contender.key === 'redis' ? storeCalls - storeCallsBefore : undefined,
+          storeCalls: contender.key === 'redis' ? benchRedis.calls - callsBefore : undefined,
         }
         results.get(contender)?.push(result)
-        const problems = result.non2xx + result.errors + result.timeouts + result.graphqlErrors
-        console.log(
-          `round ${round + 1}  ${contender.name.padEnd(32)} ${fmt(result.perSecond).padStart(7)} req/s` +
-            `   p50 ${result.p50.toFixed(1)} ms  p99 ${result.p99.toFixed(1)} ms` +
-            `   server ${result.serverMicrosPerRequest.toFixed(0)} µs CPU/req, ` +
-            `CPU: server ${pct(result.serverCpu)} load ${pct(result.clientCpu)}` +
-            (result.storeCalls === undefined
-              ? ''
-              : `, ${(result.storeCalls / result.requests).toFixed(2)} Redis calls/req`) +
-            (problems === 0 ? '' : `   PROBLEMS: ${problems}`),
-        )
+        printRound(round, contender, result)
       }
     }
-
-    console.log()
-    console.log(
-      [
-        'server'.padEnd(32),
-        'req/s'.padStart(7),
-        'min–max of rounds'.padStart(18),
-        'p50 ms'.padStart(7),
-        'p99 ms'.padStart(7),
-        'µs CPU/req'.padStart(11),
-        'CPU srv/load'.padStart(13),
-        'responses'.padStart(10),
-        'non-2xx'.padStart(8),
-        'errors'.padStart(7),
-        'gql errors'.padStart(11),
-      ].join(' '),
-    )
-    const of = (contender: Contender) => results.get(contender) ?? []
-    const sum = (rounds: Measured[], pick: (r: Measured) => number) =>
-      rounds.reduce((total, r) => total + pick(r), 0)
-    for (const contender of contenders) {
-      const rounds = of(contender)
-      const rates = rounds.map((r) => r.perSecond).sort((a, b) => a - b)
-      console.log(
-        [
-          contender.name.padEnd(32),
-          fmt(median(rates)).padStart(7),
-          `${fmt(rates[0])}–${fmt(rates.at(-1))}`.padStart(18),
-          median(rounds.map((r) => r.p50))
-            .toFixed(1)
-            .padStart(7),
-          median(rounds.map((r) => r.p99))
-            .toFixed(1)
-            .padStart(7),
-          median(rounds.map((r) => r.serverMicrosPerRequest))
-            .toFixed(0)
-            .padStart(11),
-          `${pct(median(rounds.map((r) => r.serverCpu)))}/${pct(median(rounds.map((r) => r.clientCpu)))}`.padStart(
-            13,
-          ),
-          fmt(sum(rounds, (r) => r.requests)).padStart(10),
-          String(sum(rounds, (r) => r.non2xx)).padStart(8),
-          String(sum(rounds, (r) => r.errors + r.timeouts)).padStart(7),
-          String(sum(rounds, (r) => r.graphqlErrors)).padStart(11),
-        ].join(' '),
-      )
-      const statuses: Record<string, number> = {}
-      for (const r of rounds) {
-        for (const [code, n] of Object.entries(r.statusCodes)) statuses[code] = (statuses[code] ?? 0) + n
-      }
-      if (Object.keys(statuses).some((code) => code !== '200')) console.log('  status codes:', statuses)
-      const sample = rounds.find((r) => r.sampleError !== undefined)?.sampleError
-      if (sample !== undefined) console.log(`  first GraphQL error: ${sample}`)
-    }
-
-    const failures = contenders.reduce(
-      (total, c) => total + sum(of(c), (r) => r.non2xx + r.errors + r.timeouts + r.graphqlErrors),
-      0,
-    )
-    console.log(
-      failures === 0
-        ? '\nall responses: 200, with data and without errors'
-        : `\n${failures} responses were NOT 200 with data and without errors (see the table): the rates above are not comparable`,
-    )
-
-    // Verdicts on paired ratios: each round's rate over plain Yoga's in the same round, median over rounds (drift of
-    // the machine's load between rounds cancels out); the ratio of the medians and of server CPU per request too.
-    console.log()
-    const plain = contenders.find((c) => c.key === 'plain') as Contender
-    const plainRounds = of(plain)
-    for (const contender of contenders) {
-      if (contender === plain) continue
-      const rounds = of(contender)
-      const { paired, ofMedians, cpu } = versusPlain(rounds, plainRounds, (r) => r.serverMicrosPerRequest)
-      const target = TARGETS[contender.key]
-      const targetText =
-        target === undefined
-          ? '(reference, no target)'
-          : `target ≥ ${target.toFixed(2)}×   ${verdict(paired, target)}`
-      console.log(
-        `${contender.name.padEnd(32)} ${paired.toFixed(2)}× plain (paired; ratio of medians ${ofMedians.toFixed(2)}×)` +
-          `   ${targetText}`,
-      )
-      console.log(
-        `${''.padEnd(32)} server CPU per request, plain/this: ${cpu.toFixed(2)}× (what a CPU-bound server would get)` +
-          (target === undefined ? '' : `   ${cpu >= target ? 'met' : 'NOT met'}`),
-      )
-    }
-    console.log(
-      `\nload average after: ${loadAverage()}; total ${((performance.now() - started) / 1000).toFixed(0)} s`,
-    )
-    const redisRounds = contenders.filter((c) => c.key === 'redis').flatMap(of)
-    if (redisRounds.length > 0) {
-      const calls = sum(redisRounds, (r) => r.storeCalls ?? 0)
-      const requests = sum(redisRounds, (r) => r.requests)
-      console.log(
-        `RedisStore: ${fmt(calls)} script calls for ${fmt(requests)} requests over the measured phases ` +
-          `(${(calls / requests).toFixed(2)} per request; decisions of one event-loop turn share a call)`,
-      )
-    }
-    if (storeErrors.size > 0)
-      console.log('RedisStore errors and breaker changes:', Object.fromEntries(storeErrors))
+    report(contenders, results, benchRedis.errors, started)
   } finally {
     await load.stop()
-    for (const contender of contenders) {
-      contender.server.closeAllConnections()
-      await new Promise((resolve) => contender.server.close(resolve))
-    }
-    await client.quit().catch(() => client.disconnect())
+    for (const server of servers) await closeServer(server)
+    await benchRedis.close()
     await redis.stop()
   }
 }
