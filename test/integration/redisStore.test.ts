@@ -1,5 +1,5 @@
 import { Cluster } from 'ioredis'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { tokenBucket } from '../../src/core/limiters/tokenBucket.js'
 import { RedisStore } from '../../src/core/stores/redisStore.js'
 import { createClusterClient, createRedisClient, whenReady } from '../helpers/stores.js'
@@ -21,7 +21,7 @@ describe('RedisStore batching', () => {
   })
   afterEach(() => client.disconnect())
 
-  it('sends the decisions of one tick together, and each caller gets its own answer', async () => {
+  it('sends the decisions asked for in one synchronous run together, and each caller gets its own answer', async () => {
     const limiter = tokenBucket({ name: 'b', store, capacity: 5, refillPerSecond: 0.001, denyCache: false })
     const keys = Array.from({ length: 200 }, (_, i) => `k${i % 20}`)
     const decisions = await Promise.all(keys.map((key) => limiter.consume(key)))
@@ -49,11 +49,22 @@ describe('RedisStore batching', () => {
     expect(calls).toBe(1)
   })
 
+  it('answers while the test runner fakes timers: the batch is sent on a real setImmediate', async () => {
+    const limiter = tokenBucket({ name: 'f', store, capacity: 5, refillPerSecond: 0.001, denyCache: false })
+    vi.useFakeTimers()
+    try {
+      const decision = await limiter.consume('k')
+      expect(decision).toMatchObject({ allowed: true, remaining: 4, source: 'store' })
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
   it('reads a reply that arrived during an event-loop stall longer than the deadline instead of timing out', async () => {
     const stalled = new RedisStore({ client, prefix: `stall-${Date.now()}:`, timeoutMs: 20 })
     const limiter = tokenBucket({ name: 's', store: stalled, capacity: 5, refillPerSecond: 1 })
     const pending = limiter.consume('k')
-    // Let the request go out (it is sent at the end of the tick), then stall.
+    // Let the request go out (the store's setImmediate was queued first, so it runs before this one), then stall.
     await new Promise((resolve) => setImmediate(resolve))
     const until = performance.now() + 100
     while (performance.now() < until) {

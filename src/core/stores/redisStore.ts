@@ -1,3 +1,6 @@
+// Node's own setImmediate, bound at import: test runners' fake timers (Vitest, Jest, Sinon) replace the global one,
+// and a decision waiting for a faked one would never be sent.
+import { setImmediate as atEndOfTurn } from 'node:timers'
 // Types only: ioredis is an optional peer, so a memory-only user can import tollbooth without it.
 import type { Cluster, Redis } from 'ioredis'
 import { hashKey } from '../../identity/hashKey.js'
@@ -138,8 +141,9 @@ export class RedisStore implements Store {
         this.flushScheduled = true
         // At the end of this turn of the event loop, as ioredis' auto-pipelining does: under load Node reads each
         // socket's request in a callback of its own, so a batch of one tick holds one decision, while the requests
-        // read in one poll phase all get here before it ends. Not unref'd: it runs within this turn either way.
-        setImmediate(() => this.flush())
+        // read in one poll phase all get here before it ends. The deadline counts from the send, not from here.
+        // Not unref'd: queued decisions keep the process alive until they are sent.
+        atEndOfTurn(() => this.flush())
       }
     })
   }
