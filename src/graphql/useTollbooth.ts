@@ -403,9 +403,10 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
 
     onResponse({ response, serverContext }) {
       const headers = requestState(serverContext)?.headers
-      // RateLimit fields already there (a refused operation of the same batch sent its own, or the application did)
-      // are the ones that stay: the fields of one response describe one decision.
-      if (headers === undefined || response.headers.has('RateLimit')) return
+      if (headers === undefined) return
+      // Fields the application already set (in a plugin listed before this one) stay, and none of these is mixed in
+      // with them: the fields of one response describe one decision.
+      for (const name in headers) if (response.headers.has(name)) return
       for (const name in headers) response.headers.set(name, headers[name] as string)
     },
   }

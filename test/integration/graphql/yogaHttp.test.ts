@@ -280,23 +280,27 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
   })
 
   it('RateLimit fields the application already set stay, and none of its own are mixed in', async () => {
-    const limiter = bucket('app-fields', 100, 0.01)
-    const applicationFields: Plugin = {
-      onResponse({ response }) {
-        response.headers.set('RateLimit', '"app";r=1;t=1')
-      },
-    }
-    const server = await startServer(
-      { limiter, store: fixture.store },
-      { pluginsBefore: [applicationFields] },
-    )
+    const fields = { RateLimit: '"app";r=1;t=1', 'RateLimit-Policy': '"app";q=2;w=60' }
+    for (const [name, value] of Object.entries(fields)) {
+      const limiter = bucket(`app-${name}`, 100, 0.01)
+      const applicationField: Plugin = {
+        onResponse({ response }) {
+          response.headers.set(name, value)
+        },
+      }
+      const server = await startServer(
+        { limiter, store: fixture.store },
+        { pluginsBefore: [applicationField] },
+      )
 
-    const reply = await server.post({ query: EIGHT_USERS })
-    expect(reply.status).toBe(200)
-    expect(reply.headers.get('ratelimit')).toBe('"app";r=1;t=1')
-    expect(reply.headers.get('ratelimit-policy')).toBeNull()
-    expect(reply.body.extensions?.cost?.requestedQueryCost).toBe(8)
-    expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 8)
+      const reply = await server.post({ query: EIGHT_USERS })
+      expect(reply.status).toBe(200)
+      expect(reply.headers.get(name)).toBe(value)
+      const other = name === 'RateLimit' ? 'ratelimit-policy' : 'ratelimit'
+      expect(reply.headers.get(other)).toBeNull()
+      expect(reply.body.extensions?.cost?.requestedQueryCost).toBe(8)
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 8)
+    }
   })
 
   it('a query answered as an event stream (SSE) carries the RateLimit headers too', async () => {
