@@ -352,7 +352,7 @@ const CONTENDER_NAMES: Record<Key, string> = {
   deferred: 'Yoga + execution deferred',
 }
 
-/** The contenders of this run, in order: the four of the issue with the A/A control, then the optional ones. */
+/** The contenders of this run: the four compared servers and the A/A control, then the optional ones. */
 function contenderKeys(): Key[] {
   const keys: Key[] = ['plain', 'plainAgain', 'memory', 'redis', 'armor']
   if (BREAKDOWN) keys.push('memoryNoExtension', 'memoryNoHeaders', 'memoryNoReporting')
@@ -409,7 +409,7 @@ async function closeServer(server: Server): Promise<void> {
 class BenchRedis {
   readonly client: Redis
   readonly store: RedisStore
-  /** Script calls the store made, counted by its latency hook (one event per call, batched or not). */
+  /** Script calls the store made, counted by its latency hook: answered calls only, batched or not. */
   calls = 0
   readonly errors = new Map<string, number>()
 
@@ -541,6 +541,21 @@ async function checkAll(contenders: readonly Contender[]): Promise<void> {
     console.log(`  check ${contender.name}: 4 queries answered with data${costText}`)
   }
   console.log()
+}
+
+/**
+ * The order of the servers in a round: the rows of Williams' balanced Latin square (n rounds, 2n when n is odd), so
+ * that over a full set of rounds each server runs right after each other one equally often. Rotating one order
+ * would keep every server's predecessor the same, and what a server leaves behind (warm caches for the same code,
+ * its garbage) would always favour or burden the same one.
+ */
+function roundOrder(round: number, n: number): number[] {
+  const first = [0]
+  for (let low = 1, high = n - 1, i = 1; i < n; i++) first.push(i % 2 === 1 ? low++ : high--)
+  const rows = n % 2 === 0 ? n : 2 * n
+  const row = round % rows
+  const order = first.map((position) => (position + row) % n)
+  return row < n ? order : order.reverse()
 }
 
 function printRound(round: number, contender: Contender, result: Measured): void {
@@ -689,7 +704,7 @@ async function main(): Promise<void> {
 
     const results = new Map<Contender, Measured[]>(contenders.map((c) => [c, []]))
     for (let round = 0; round < ROUNDS; round++) {
-      const order = contenders.map((_, i) => contenders[(i + round) % contenders.length] as Contender)
+      const order = roundOrder(round, contenders.length).map((i) => contenders[i] as Contender)
       for (const contender of order) {
         let callsBefore = 0
         const measured = await load.run({ ...job, url: contender.url }, () => {
