@@ -21,11 +21,21 @@ export interface MemoryStoreOptions {
 }
 
 interface Entry {
+  /** The state, or `NUMERIC` when it is a number (GCRA's TAT, a window's count): then it is in `numeric`. */
   state: unknown
+  /**
+   * A numeric state, in a field that only ever holds numbers: V8 rewrites such a field in place, where a field of
+   * any type gets a newly allocated number on each write. That number, young and pointed to by a long-lived entry,
+   * is work for the minor GCs until it is promoted. Inside a Yoga server the in-place field read about 2 µs less
+   * per request (two interleaved in-process runs); a tight loop of decisions shows no difference.
+   */
+  numeric: number
   expiresAt: number
   /** Written since eviction last passed it: gets a second chance instead of being evicted. */
   touched: boolean
 }
+
+const NUMERIC = Symbol('numeric state')
 
 /** How many recently written keys eviction may pass over before evicting one anyway (keeps eviction O(1)). */
 const SECOND_CHANCES = 16
@@ -119,7 +129,10 @@ export class MemoryStore implements Store {
 
   private step(request: StoreRequest, entry: Entry | undefined, now: number): Step<unknown> {
     // An expired entry reads as no state; it is overwritten or swept later.
-    const state = entry !== undefined && entry.expiresAt > now ? entry.state : undefined
+    let state: unknown
+    if (entry !== undefined && entry.expiresAt > now) {
+      state = entry.state === NUMERIC ? entry.numeric : entry.state
+    }
     return algorithmSteps[request.algorithm](state, now, request.op, request.args)
   }
 
@@ -146,11 +159,20 @@ export class MemoryStore implements Store {
       return
     } else if (entry !== undefined) {
       // Updated in place (cheaper than re-inserting); the flag stands in for "recently used" at eviction.
-      entry.state = next.state
+      if (typeof next.state === 'number') {
+        entry.numeric = next.state
+        entry.state = NUMERIC
+      } else entry.state = next.state
       entry.expiresAt = now + next.ttlMs * 1000
       entry.touched = true
     } else {
-      entries.set(key, { state: next.state, expiresAt: now + next.ttlMs * 1000, touched: false })
+      const numeric = typeof next.state === 'number'
+      entries.set(key, {
+        state: numeric ? NUMERIC : next.state,
+        numeric: numeric ? (next.state as number) : 0,
+        expiresAt: now + next.ttlMs * 1000,
+        touched: false,
+      })
       if (++this.count > this.maxKeys) this.evict(entries.size > 1 ? entries : this.largest())
     }
   }
