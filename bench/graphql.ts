@@ -28,7 +28,7 @@
  * that mix the QUERIES below (with variables, a fragment, a bare query); WARMUP_S of the same load (not counted),
  * then MEASURE_S measured. autocannon runs in a separate process (this file again, with `--load`, in a plain
  * `node --import <tsx loader>`, as bench/ws.ts does), so this process only serves; with 2 CPUs, the server, the
- * load and redis-server share the machine. ROUNDS rounds, each running the contenders in a rotated order;
+ * load and redis-server share the machine. ROUNDS rounds, each running the contenders in the order of `roundOrder`;
  * the table shows medians, the verdicts paired ratios (each round's rate over plain Yoga's in the same round).
  * Every response is checked: non-2xx, socket errors, timeouts and GraphQL `errors` are counted and printed.
  *
@@ -522,7 +522,7 @@ function printPreamble(redisVersion: string, loadPid: number | undefined): void 
   console.log(
     `autocannon: ${CONNECTIONS} connections, no pipelining, ${USERS} prebuilt requests cycled per connection ` +
       `(4 queries in turn, ${USERS} identities in the ${IDENTITY_HEADER} header); ${WARMUP_S} s warm-up + ` +
-      `${MEASURE_S} s measured, ${ROUNDS} rounds (order rotated each round), medians shown`,
+      `${MEASURE_S} s measured, ${ROUNDS} rounds in a balanced order, medians shown`,
   )
   console.log(
     `load generator in a separate process (pid ${loadPid}); servers and their stores in this one ` +
@@ -684,7 +684,7 @@ function report(
     console.log('RedisStore errors and breaker changes:', Object.fromEntries(storeErrors))
 }
 
-/** Every server in this process, measured one after the other, in a rotated order each round. */
+/** Every server in this process, measured one after the other, in a balanced order each round. */
 async function main(): Promise<void> {
   const started = performance.now()
   const redis = await startRedis()

@@ -63,8 +63,8 @@ type Stop = (result: ExecutionResult) => void
 /**
  * What one HTTP request carries from hook to hook: the running cost of its batch and the RateLimit headers to send.
  * Kept on Yoga's server context (per request; a batch's operations each get a context whose prototype is it) under
- * a symbol of the plugin's own, not in a WeakMap keyed by the request: a WeakMap entry for a fresh key costs
- * about as much as all the rest of admission.
+ * a symbol of the plugin's own, not in a WeakMap keyed by the request: setting a WeakMap entry for a fresh key
+ * costs about 0.9 µs (a tight loop), as much as the rest of admission, and each request needed two.
  */
 interface RequestState {
   batchCost: number

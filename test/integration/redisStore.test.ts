@@ -35,7 +35,7 @@ describe('RedisStore batching', () => {
     }
   })
 
-  it('sends the decisions of one event-loop turn together, though each was asked for in a callback of its own', async () => {
+  it('sends the decisions of one event-loop turn together, each asked for in a callback of its own', async () => {
     // Ten timers due at once run in one timers phase, each its own callback with its own ticks in between: the way
     // Node hands an HTTP server the requests it read in one poll phase.
     const limiter = tokenBucket({ name: 't', store, capacity: 100, refillPerSecond: 0.001, denyCache: false })

@@ -6,8 +6,9 @@ import { slidingWindowFunction } from './slidingWindow.js'
 
 /**
  * Several independent decisions in one script call: the requests a process makes within one turn of the event loop
- * travel together, which saves a command, a reply and a socket write per decision on both sides. Each step is applied in order with
- * its write made at once, so two requests for the same key see each other exactly as two separate calls would.
+ * travel together, which saves a command, a reply and a socket write per decision on both sides. Each step is
+ * applied in order with its write made at once, so two requests for the same key see each other exactly as two
+ * separate calls would.
  * KEYS[i]: the key of request i · ARGV[1]: time in µs, or 0 to read the server clock ·
  * ARGV[2 + 5(i-1) .. 6 + 5(i-1)]: request i's algorithm (`gcra`, `fixedWindow`, `slidingWindow`, `concurrency`),
  * op and 3 args. Returns the replies, flattened (5 integers each).
