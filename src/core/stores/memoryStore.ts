@@ -37,6 +37,17 @@ interface Entry {
 
 const NUMERIC = Symbol('numeric state')
 
+function readState(entry: Entry): unknown {
+  return entry.state === NUMERIC ? entry.numeric : entry.state
+}
+
+function writeState(entry: Entry, state: unknown): void {
+  if (typeof state === 'number') {
+    entry.numeric = state
+    entry.state = NUMERIC
+  } else entry.state = state
+}
+
 /** How many recently written keys eviction may pass over before evicting one anyway (keeps eviction O(1)). */
 const SECOND_CHANCES = 16
 
@@ -129,10 +140,7 @@ export class MemoryStore implements Store {
 
   private step(request: StoreRequest, entry: Entry | undefined, now: number): Step<unknown> {
     // An expired entry reads as no state; it is overwritten or swept later.
-    let state: unknown
-    if (entry !== undefined && entry.expiresAt > now) {
-      state = entry.state === NUMERIC ? entry.numeric : entry.state
-    }
+    const state = entry !== undefined && entry.expiresAt > now ? readState(entry) : undefined
     return algorithmSteps[request.algorithm](state, now, request.op, request.args)
   }
 
@@ -159,20 +167,18 @@ export class MemoryStore implements Store {
       return
     } else if (entry !== undefined) {
       // Updated in place (cheaper than re-inserting); the flag stands in for "recently used" at eviction.
-      if (typeof next.state === 'number') {
-        entry.numeric = next.state
-        entry.state = NUMERIC
-      } else entry.state = next.state
+      writeState(entry, next.state)
       entry.expiresAt = now + next.ttlMs * 1000
       entry.touched = true
     } else {
-      const numeric = typeof next.state === 'number'
-      entries.set(key, {
-        state: numeric ? NUMERIC : next.state,
-        numeric: numeric ? (next.state as number) : 0,
+      const created: Entry = {
+        state: undefined,
+        numeric: 0,
         expiresAt: now + next.ttlMs * 1000,
         touched: false,
-      })
+      }
+      writeState(created, next.state)
+      entries.set(key, created)
       if (++this.count > this.maxKeys) this.evict(entries.size > 1 ? entries : this.largest())
     }
   }
