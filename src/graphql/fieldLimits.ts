@@ -35,7 +35,8 @@ interface LimitedField {
   readonly by: readonly (readonly string[])[]
 }
 
-interface Occurrence {
+/** One selection of a limited field in an operation. */
+export interface Occurrence {
   readonly node: FieldNode
   readonly field: GraphQLField<unknown, unknown>
   readonly limit: LimitedField
@@ -47,6 +48,9 @@ export interface FieldLimitDenial {
   readonly decision: Decision
   readonly limiter: RateLimiter
 }
+
+/** What `selected` answers for the operations of a schema without limited fields: the common case, not allocated. */
+const NONE: readonly Occurrence[] = Object.freeze([])
 
 /**
  * Separate limits for sensitive fields (`login`, `sendCode`, `resetPassword`), from the `fieldLimits` option and
@@ -93,12 +97,13 @@ export class FieldLimits {
     variables: () => Readonly<Record<string, unknown>>,
     ip: () => string,
   ): Promise<FieldLimitDenial | undefined> | undefined {
-    const occurrences = this.occurrences(schema, document, operation)
+    const occurrences = this.selected(schema, document, operation)
     if (occurrences.length === 0) return undefined
     return this.spend(occurrences, variables(), ip())
   }
 
-  private async spend(
+  /** Spends one unit per occurrence (from `selected`); resolves the first denial, or undefined when all passed. */
+  async spend(
     occurrences: readonly Occurrence[],
     values: Readonly<Record<string, unknown>>,
     ip: string,
@@ -176,13 +181,13 @@ export class FieldLimits {
   }
 
   /** Limited fields the operation selects, through its fragments (each walked once). Cached per schema and document. */
-  private occurrences(
+  selected(
     schema: GraphQLSchema,
     document: DocumentNode,
     operation: OperationDefinitionNode,
   ): readonly Occurrence[] {
     const limits = this.limits(schema)
-    if (limits.size === 0) return []
+    if (limits.size === 0) return NONE
     let byDocument = this.plans.get(schema)
     if (byDocument === undefined) {
       byDocument = new WeakMap()

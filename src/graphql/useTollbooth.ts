@@ -14,12 +14,11 @@ import { rateLimitHeaders } from '../http/rateLimitHeaders.js'
 import { type ResolvedConfig, resolveConfig } from './config.js'
 import {
   CostAnalyzer,
-  type OperationInput,
   type PricedOperation,
   selectOperation,
   TooLargeToPriceError,
 } from './cost/costAnalyzer.js'
-import { FieldLimits } from './fieldLimits.js'
+import { type FieldLimitDenial, FieldLimits } from './fieldLimits.js'
 import { contextIp } from './identity.js'
 import type { GraphQLContext, MaybePromise, OperationEvent, TollboothGraphQLOptions } from './options.js'
 import { guardParse } from './parseGuard.js'
@@ -56,9 +55,21 @@ interface Admission {
   readonly decision: Decision
   /** Dry-run: the first refusal enforcement would have answered. */
   readonly wouldRefuse: RefusalCode | undefined
+  readonly context: GraphQLContext
 }
 
 type Stop = (result: ExecutionResult) => void
+
+/** An operation on its way through admission: what each step reads, and the refusal dry-run noted so far. */
+interface Pending {
+  readonly context: GraphQLContext
+  readonly operation: OperationDefinitionNode
+  readonly stop: Stop
+  /** Undefined when the operation was too large to price. */
+  priced: PricedOperation | undefined
+  cost: number
+  wouldRefuse: RefusalCode | undefined
+}
 
 /**
  * What one HTTP request carries from hook to hook: the running cost of its batch and the RateLimit headers to send.
@@ -68,12 +79,9 @@ type Stop = (result: ExecutionResult) => void
  */
 interface RequestState {
   batchCost: number
-  headers: Record<string, string> | undefined
-}
-
-/** `next(value)`, after `value` settles if it is a promise: keeps synchronous paths synchronous. */
-function andThen<T, R>(value: MaybePromise<T>, next: (value: T) => MaybePromise<R>): MaybePromise<R> {
-  return value instanceof Promise ? value.then(next) : next(value)
+  /** The `RateLimit` and `RateLimit-Policy` field values of the request's last settled operation. */
+  rateLimit: string | undefined
+  rateLimitPolicy: string | undefined
 }
 
 /** The budget decision: synchronous on a memory store, a `consume` (or a `peek` for a free operation) otherwise. */
@@ -125,38 +133,23 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   /**
    * Prices, checks and charges one operation. Synchronous when nothing needs to wait (a memory store, a fixed
    * limiter, a synchronous `identify`, no sensitive field): most requests then pay no promise for admission.
+   * The steps after pricing are functions of the plugin taking a `Pending`, not closures made per operation: a
+   * step runs directly, or after the promise it waits for.
    */
   const admit = (args: ExecutionArgs, stop: Stop): MaybePromise<Admission | undefined> => {
     const context = (args.contextValue ?? {}) as unknown as GraphQLContext
     const operation = selectOperation(args.document, args.operationName)
     if (operation === undefined) return undefined // the executor reports the missing or ambiguous operation
-    const input: OperationInput = {
-      schema: args.schema,
-      document: args.document,
-      operationName: args.operationName,
-      variables: args.variableValues as Record<string, unknown> | null | undefined,
-    }
-    let wouldRefuse: RefusalCode | undefined
-    /** Refuses (or, in dry-run, notes the refusal); answers whether to stop here. */
-    const refuse = (error: GraphQLError, cost: number, decision?: Decision): boolean => {
-      const code = error.extensions.code as RefusalCode
-      if (config.dryRun) {
-        wouldRefuse ??= code
-        return false
-      }
-      const field = error.extensions.field as string | undefined
-      config.onOperation?.(
-        operationEvent(config, operation, cost, code, decision, field === undefined ? {} : { field }),
-      )
-      stop(refusedResult(config, error, cost, context))
-      return true
-    }
+    const pending: Pending = { context, operation, stop, priced: undefined, cost: 0, wouldRefuse: undefined }
 
-    let cost: number
-    let priced: PricedOperation | undefined
     try {
-      priced = analyzer.priceOperation(input)
-      cost = priced.cost
+      pending.priced = analyzer.priceOperation({
+        schema: args.schema,
+        document: args.document,
+        operationName: args.operationName,
+        variables: args.variableValues as Record<string, unknown> | null | undefined,
+      })
+      pending.cost = pending.priced.cost
     } catch (error) {
       if (error instanceof TooLargeToPriceError) {
         const tooLarge = refusal(
@@ -164,14 +157,15 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
           limitMessage(config, error.message, 'The operation is too large to price.'),
           400,
         )
-        if (refuse(tooLarge, 0)) return undefined
-        cost = config.maxCost
+        if (refuse(pending, tooLarge)) return undefined
+        pending.cost = config.maxCost
       } else if (error instanceof GraphQLError) {
         return undefined // invalid variables: the executor refuses them before any resolver runs
       } else throw error
     }
 
     // An HTTP batch is judged by the sum of its operations' costs.
+    const { cost } = pending
     const state = requestState(context)
     const judgedCost = state === undefined ? cost : state.batchCost + cost
     if (judgedCost > config.maxCost) {
@@ -187,59 +181,109 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         400,
         limitDetails(config, { cost: judgedCost, maxCost: config.maxCost }),
       )
-      if (refuse(error, cost)) return undefined
+      if (refuse(pending, error)) return undefined
     } else if (state !== undefined) {
       state.batchCost = judgedCost // a refused operation does not count toward its batch
     }
 
-    const fieldCheck = fieldLimits.check(
-      args.schema,
-      args.document,
-      operation,
-      () => coercedVariables(args, operation),
-      () => contextIp(context, config.resolveIp),
-    )
-    return andThen(fieldCheck, (fieldDenial) => {
-      if (fieldDenial !== undefined) {
-        const { decision, limiter, coordinate } = fieldDenial
-        const error = rateLimited(
-          config,
-          `Too many calls to ${coordinate}; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`,
-          decision,
-          limiter,
-          { field: coordinate },
-        )
-        if (refuse(error, cost, decision)) return undefined
-      }
-      return andThen(config.limiter(context), (limiter) =>
-        andThen(config.identify(context), (identity) =>
-          // A free operation is never refused; its peek only feeds the headers and throttleStatus.
-          andThen(decide(limiter, identity, cost), (decision) => {
-            if (!decision.allowed && cost > 0) {
-              const message =
-                cost > limiter.limit
-                  ? limitMessage(
-                      config,
-                      `The operation costs ${cost}, more than the budget can ever hold (${limiter.limit}).`,
-                      'The operation costs more than the budget can ever hold.',
-                    )
-                  : `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
-              const error = rateLimited(config, message, decision, limiter, limitDetails(config, { cost }))
-              if (refuse(error, cost, decision)) return undefined
-            }
-            return { priced, operation, cost, limiter, identity, decision, wouldRefuse }
-          }),
-        ),
+    const selected = fieldLimits.selected(args.schema, args.document, operation)
+    if (selected.length === 0) return chooseLimiter(pending)
+    const variables = coercedVariables(args, operation)
+    return fieldLimits
+      .spend(selected, variables, contextIp(context, config.resolveIp))
+      .then((denial) => afterFieldLimits(pending, denial))
+  }
+
+  /** A sensitive field's denial refuses the operation before its budget is charged. */
+  const afterFieldLimits = (
+    pending: Pending,
+    denial: FieldLimitDenial | undefined,
+  ): MaybePromise<Admission | undefined> => {
+    if (denial !== undefined) {
+      const { decision, limiter, coordinate } = denial
+      const error = rateLimited(
+        config,
+        `Too many calls to ${coordinate}; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`,
+        decision,
+        limiter,
+        { field: coordinate },
       )
-    })
+      if (refuse(pending, error, decision)) return undefined
+    }
+    return chooseLimiter(pending)
+  }
+
+  const chooseLimiter = (pending: Pending): MaybePromise<Admission | undefined> => {
+    const limiter = config.limiter(pending.context)
+    if (limiter instanceof Promise) return limiter.then((chosen) => identifyCaller(pending, chosen))
+    return identifyCaller(pending, limiter)
+  }
+
+  const identifyCaller = (pending: Pending, limiter: RateLimiter): MaybePromise<Admission | undefined> => {
+    const identity = config.identify(pending.context)
+    if (identity instanceof Promise) return identity.then((known) => charge(pending, limiter, known))
+    return charge(pending, limiter, identity)
+  }
+
+  const charge = (
+    pending: Pending,
+    limiter: RateLimiter,
+    identity: string,
+  ): MaybePromise<Admission | undefined> => {
+    const decision = decide(limiter, identity, pending.cost)
+    if (decision instanceof Promise)
+      return decision.then((decided) => judge(pending, limiter, identity, decided))
+    return judge(pending, limiter, identity, decision)
+  }
+
+  /** A free operation is never refused; its peek only feeds the headers and throttleStatus. */
+  const judge = (
+    pending: Pending,
+    limiter: RateLimiter,
+    identity: string,
+    decision: Decision,
+  ): Admission | undefined => {
+    const { cost } = pending
+    if (!decision.allowed && cost > 0) {
+      const message =
+        cost > limiter.limit
+          ? limitMessage(
+              config,
+              `The operation costs ${cost}, more than the budget can ever hold (${limiter.limit}).`,
+              'The operation costs more than the budget can ever hold.',
+            )
+          : `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
+      const error = rateLimited(config, message, decision, limiter, limitDetails(config, { cost }))
+      if (refuse(pending, error, decision)) return undefined
+    }
+    const { priced, operation, wouldRefuse, context } = pending
+    return { priced, operation, cost, limiter, identity, decision, wouldRefuse, context }
+  }
+
+  /** Refuses the operation (or, in dry-run, notes the refusal); answers whether admission stops here. */
+  const refuse = (pending: Pending, error: GraphQLError, decision?: Decision): boolean => {
+    const code = error.extensions.code as RefusalCode
+    if (config.dryRun) {
+      pending.wouldRefuse ??= code
+      return false
+    }
+    const field = error.extensions.field as string | undefined
+    config.onOperation?.(
+      operationEvent(
+        config,
+        pending.operation,
+        pending.cost,
+        code,
+        decision,
+        field === undefined ? {} : { field },
+      ),
+    )
+    pending.stop(refusedResult(config, error, pending.cost, pending.context))
+    return true
   }
 
   /** After execution: refund what the response did not use, report, add `extensions.cost` and the headers. */
-  const settle = (
-    admission: Admission,
-    context: GraphQLContext,
-    result: ExecutionResult,
-  ): ExecutionResult => {
+  const settle = (admission: Admission, result: ExecutionResult): ExecutionResult => {
     const { cost, decision, limiter } = admission
     // Too large to price (dry-run only): nothing to count against, nothing refunded.
     const actual =
@@ -255,7 +299,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         actualCost: actual,
       }),
     )
-    const state = requestState(context)
+    const state = requestState(admission.context)
     if (state !== undefined && config.headers) {
       // The headers describe the budget after the refund; a bucket refilled by `refund` is full that much sooner.
       // In dry-run the operation ran: no Retry-After, whatever the decision.
@@ -273,7 +317,9 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         delayMs: decision.delayMs,
         source: decision.source,
       }
-      state.headers = rateLimitHeaders(after, limiter.policy)
+      const fields = rateLimitHeaders(after, limiter.policy)
+      state.rateLimit = fields.RateLimit
+      state.rateLimitPolicy = fields['RateLimit-Policy']
     }
     if (!config.costExtension) return result
     const extension: CostExtension = { requestedQueryCost: cost, actualQueryCost: actual }
@@ -288,6 +334,23 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     return withCostExtension(result, extension)
   }
 
+  /** What `onExecute` answers for an admitted operation: settle its result once executed. */
+  const settleAfterExecution = (admission: Admission | undefined) => {
+    if (admission === undefined) return undefined
+    return {
+      onExecuteDone({
+        result,
+        setResult,
+      }: {
+        result: unknown
+        setResult: (result: ExecutionResult) => void
+      }) {
+        // Incremental delivery (@defer/@stream) is charged its estimate and not refunded.
+        if (!isAsyncIterable(result)) setResult(settle(admission, result as ExecutionResult))
+      },
+    }
+  }
+
   return {
     onSchemaChange({ schema }) {
       // A `costs` coordinate or an @rateLimit that is wrong for this schema fails here, at startup (createYoga
@@ -299,7 +362,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     onRequestParse({ serverContext }) {
       if (typeof serverContext === 'object' && serverContext !== null) {
         const states = serverContext as Record<symbol, RequestState>
-        states[requestStateKey] = { batchCost: 0, headers: undefined }
+        states[requestStateKey] = { batchCost: 0, rateLimit: undefined, rateLimitPolicy: undefined }
       }
       return batchGuard
     },
@@ -331,16 +394,10 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     },
 
     onExecute({ args, setResultAndStopExecution }) {
-      return andThen(admit(args, setResultAndStopExecution), (admission) => {
-        if (admission === undefined) return undefined
-        const context = (args.contextValue ?? {}) as unknown as GraphQLContext
-        return {
-          onExecuteDone({ result, setResult }) {
-            // Incremental delivery (@defer/@stream) is charged its estimate and not refunded.
-            if (!isAsyncIterable(result)) setResult(settle(admission, context, result))
-          },
-        }
-      })
+      const admitted = admit(args, setResultAndStopExecution)
+      return admitted instanceof Promise
+        ? admitted.then(settleAfterExecution)
+        : settleAfterExecution(admitted)
     },
 
     async onSubscribe({ args, setResultAndStopExecution }) {
@@ -402,12 +459,16 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     },
 
     onResponse({ response, serverContext }) {
-      const headers = requestState(serverContext)?.headers
-      if (headers === undefined) return
+      const state = requestState(serverContext)
+      if (state?.rateLimit === undefined || state.rateLimitPolicy === undefined) return
+      // Lowercase names: whatwg-node's Headers use them as given, where a mixed-case name is converted and then
+      // looked up the slow way on every call (half the cost of this hook, measured in a loop).
+      const headers = response.headers
       // Fields the application already set (in a plugin listed before this one) stay, and none of these is mixed in
       // with them: the fields of one response describe one decision.
-      for (const name in headers) if (response.headers.has(name)) return
-      for (const name in headers) response.headers.set(name, headers[name] as string)
+      if (headers.has('ratelimit') || headers.has('ratelimit-policy')) return
+      headers.set('ratelimit-policy', state.rateLimitPolicy)
+      headers.set('ratelimit', state.rateLimit)
     },
   }
 }

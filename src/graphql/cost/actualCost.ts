@@ -28,6 +28,8 @@ interface PlannedField {
   readonly weight: number
   /** The value's type when it holds objects to walk into; undefined for leaves and flat-priced fields. */
   readonly objectType: GraphQLCompositeType | undefined
+  /** Whether `objectType` is an interface or a union: then each object's concrete type is looked for. */
+  readonly abstract: boolean
   /** Selection sets of every node with this response key, merged (graphql-js executes them as one field). */
   readonly subSets: readonly SelectionSetNode[]
   /** The plan of `subSets` when `objectType` is an object type, found once instead of once per item of a list. */
@@ -54,6 +56,7 @@ export class ResponsePlan {
   private readonly planned = new WeakMap<readonly SelectionSetNode[], Map<string, PlannedSelection>>()
   private readonly rootType: GraphQLObjectType | null | undefined
   private readonly rootSets: readonly SelectionSetNode[]
+  private rootPlan: PlannedSelection | undefined
 
   constructor(
     private readonly model: CostModel,
@@ -69,7 +72,9 @@ export class ResponsePlan {
 
   cost(data: unknown): number {
     if (this.rootType == null || data === null || typeof data !== 'object') return 0
-    return this.objectCost(this.rootType, this.rootSets, data as Record<string, unknown>)
+    // A root type is an object type: its plan is found once, not looked up on every response.
+    this.rootPlan ??= this.plan(this.rootSets, this.rootType)
+    return this.fieldsCost(this.rootPlan, data as Record<string, unknown>)
   }
 
   private objectCost(
@@ -111,7 +116,7 @@ export class ResponsePlan {
     if (objectType === undefined) return field.weight
     if (typeof value !== 'object') return 0
     const object = value as Record<string, unknown>
-    if (isAbstractType(objectType)) return field.weight + this.objectCost(objectType, field.subSets, object)
+    if (field.abstract) return field.weight + this.objectCost(objectType, field.subSets, object)
     field.objectPlan ??= this.plan(field.subSets, objectType)
     // Objects whose selection walks nothing further (the usual leaves of a list) weigh just their weight.
     if (field.objectPlan.fields.length === 0) return field.weight
@@ -164,7 +169,16 @@ export class ResponsePlan {
       if (name === '__schema' || name === '__type') {
         // Flat-priced when it answered: `weight` carries the price so that a null answer costs nothing.
         const flat = this.settings.introspectionCost
-        if (flat > 0) fields.push({ responseKey, fixed: 0, weight: flat, objectType: undefined, subSets: [] })
+        if (flat > 0) {
+          fields.push({
+            responseKey,
+            fixed: 0,
+            weight: flat,
+            objectType: undefined,
+            abstract: false,
+            subSets: [],
+          })
+        }
         continue
       }
       const field = fieldOf(entry.parentType, name)
@@ -182,7 +196,8 @@ export class ResponsePlan {
       const objectType = isCompositeType(namedType) ? namedType : undefined
       // A leaf that weighs nothing and adds nothing cannot change the cost: leave it out of the walk.
       if (objectType === undefined && cost.weight === 0 && fixed === 0) continue
-      fields.push({ responseKey, fixed, weight: cost.weight, objectType, subSets: entry.sets })
+      const abstract = objectType !== undefined && isAbstractType(objectType)
+      fields.push({ responseKey, fixed, weight: cost.weight, objectType, abstract, subSets: entry.sets })
     }
     return { fields, typenameKeys }
   }

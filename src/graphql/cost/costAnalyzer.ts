@@ -277,7 +277,10 @@ function costCacheKey(
 ): string | undefined {
   let key = operationName ?? ''
   for (const name of plan.costVariables) {
-    key += `\u0000${JSON.stringify(raw[name]) ?? ''}`
+    const value = raw[name]
+    // A number (the usual slicing argument) is written as is: for every number JSON can carry that is the text
+    // JSON.stringify gives, without the call.
+    key += `\u0000${typeof value === 'number' ? value : (JSON.stringify(value) ?? '')}`
     if (key.length > MAX_CACHE_KEY_LENGTH) return undefined
   }
   return key
