@@ -89,6 +89,7 @@ export class FieldLimits {
   /**
    * Spends one unit per limited field of the operation; resolves the first denial, or undefined when all passed.
    * Returns undefined at once (no promise) when the operation selects no limited field: the common case.
+   * `selected` then `spend`, in one call; the plugin calls the two itself, to make no thunks per operation.
    */
   check(
     schema: GraphQLSchema,

@@ -55,6 +55,7 @@ interface Admission {
   readonly decision: Decision
   /** Dry-run: the first refusal enforcement would have answered. */
   readonly wouldRefuse: RefusalCode | undefined
+  /** The operation's context: where `settle` finds the request's state. */
   readonly context: GraphQLContext
 }
 
@@ -157,6 +158,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
           limitMessage(config, error.message, 'The operation is too large to price.'),
           400,
         )
+        // Refused at cost 0 (nothing could be priced); in dry-run it runs, counted at the cap.
         if (refuse(pending, tooLarge)) return undefined
         pending.cost = config.maxCost
       } else if (error instanceof GraphQLError) {
@@ -213,18 +215,21 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     return chooseLimiter(pending)
   }
 
+  /** The budget this operation is charged to: the `limiter` option, or what it picks for the request. */
   const chooseLimiter = (pending: Pending): MaybePromise<Admission | undefined> => {
     const limiter = config.limiter(pending.context)
     if (limiter instanceof Promise) return limiter.then((chosen) => identifyCaller(pending, chosen))
     return identifyCaller(pending, limiter)
   }
 
+  /** Whose budget: the `identify` option (the client IP by default). */
   const identifyCaller = (pending: Pending, limiter: RateLimiter): MaybePromise<Admission | undefined> => {
     const identity = config.identify(pending.context)
     if (identity instanceof Promise) return identity.then((known) => charge(pending, limiter, known))
     return charge(pending, limiter, identity)
   }
 
+  /** Spends the operation's cost from the caller's budget (a free operation only peeks at it). */
   const charge = (
     pending: Pending,
     limiter: RateLimiter,
@@ -431,8 +436,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
             { retryAfter, ...limitDetails(config, { limit: subscriptionLeases.limit }) },
             { 'Retry-After': String(retryAfter) },
           )
-          const context = (args.contextValue ?? {}) as unknown as GraphQLContext
-          setResultAndStopExecution(refusedResult(config, error, admission.cost, context))
+          setResultAndStopExecution(refusedResult(config, error, admission.cost, admission.context))
           return undefined
         }
       }
@@ -461,8 +465,9 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     onResponse({ response, serverContext }) {
       const state = requestState(serverContext)
       if (state?.rateLimit === undefined || state.rateLimitPolicy === undefined) return
-      // Lowercase names: whatwg-node's Headers use them as given, where a mixed-case name is converted and then
-      // looked up the slow way on every call (half the cost of this hook, measured in a loop).
+      // Lowercase names: whatwg-node's Headers lowercase every name on `has` and `set`, and a mixed-case one then
+      // becomes a new string that is looked up the slow way; a lowercase one comes back as itself (this hook: 3.6
+      // → 0.7 µs per request in a perf profile).
       const headers = response.headers
       // Fields the application already set (in a plugin listed before this one) stay, and none of these is mixed in
       // with them: the fields of one response describe one decision.

@@ -2,6 +2,7 @@ import {
   type DocumentNode,
   type FieldNode,
   type FragmentDefinitionNode,
+  type GraphQLAbstractType,
   type GraphQLCompositeType,
   type GraphQLField,
   type GraphQLObjectType,
@@ -28,8 +29,8 @@ interface PlannedField {
   readonly weight: number
   /** The value's type when it holds objects to walk into; undefined for leaves and flat-priced fields. */
   readonly objectType: GraphQLCompositeType | undefined
-  /** Whether `objectType` is an interface or a union: then each object's concrete type is looked for. */
-  readonly abstract: boolean
+  /** `objectType` when it is an interface or a union: then each object's concrete type is looked for. */
+  readonly abstractType: GraphQLAbstractType | undefined
   /** Selection sets of every node with this response key, merged (graphql-js executes them as one field). */
   readonly subSets: readonly SelectionSetNode[]
   /** The plan of `subSets` when `objectType` is an object type, found once instead of once per item of a list. */
@@ -77,12 +78,12 @@ export class ResponsePlan {
     return this.fieldsCost(this.rootPlan, data as Record<string, unknown>)
   }
 
-  private objectCost(
-    staticType: GraphQLCompositeType,
+  /** An object whose field's type is an interface or a union: priced as its concrete type when that is known. */
+  private abstractObjectCost(
+    staticType: GraphQLAbstractType,
     sets: readonly SelectionSetNode[],
     value: Record<string, unknown>,
   ): number {
-    if (!isAbstractType(staticType)) return this.fieldsCost(this.plan(sets, staticType), value)
     const concrete = this.typenameOf(staticType, sets, value)
     if (concrete !== undefined) return this.fieldsCost(this.plan(sets, concrete), value)
     // Without __typename the concrete type is unknown: price every possible type and keep the highest, as the
@@ -116,7 +117,9 @@ export class ResponsePlan {
     if (objectType === undefined) return field.weight
     if (typeof value !== 'object') return 0
     const object = value as Record<string, unknown>
-    if (field.abstract) return field.weight + this.objectCost(objectType, field.subSets, object)
+    if (field.abstractType !== undefined) {
+      return field.weight + this.abstractObjectCost(field.abstractType, field.subSets, object)
+    }
     field.objectPlan ??= this.plan(field.subSets, objectType)
     // Objects whose selection walks nothing further (the usual leaves of a list) weigh just their weight.
     if (field.objectPlan.fields.length === 0) return field.weight
@@ -125,7 +128,7 @@ export class ResponsePlan {
 
   /** The object's concrete type, when `__typename` was selected (under any alias). */
   private typenameOf(
-    abstractType: GraphQLCompositeType,
+    abstractType: GraphQLAbstractType,
     sets: readonly SelectionSetNode[],
     value: Record<string, unknown>,
   ): GraphQLObjectType | undefined {
@@ -175,7 +178,7 @@ export class ResponsePlan {
             fixed: 0,
             weight: flat,
             objectType: undefined,
-            abstract: false,
+            abstractType: undefined,
             subSets: [],
           })
         }
@@ -196,8 +199,8 @@ export class ResponsePlan {
       const objectType = isCompositeType(namedType) ? namedType : undefined
       // A leaf that weighs nothing and adds nothing cannot change the cost: leave it out of the walk.
       if (objectType === undefined && cost.weight === 0 && fixed === 0) continue
-      const abstract = objectType !== undefined && isAbstractType(objectType)
-      fields.push({ responseKey, fixed, weight: cost.weight, objectType, abstract, subSets: entry.sets })
+      const abstractType = objectType !== undefined && isAbstractType(objectType) ? objectType : undefined
+      fields.push({ responseKey, fixed, weight: cost.weight, objectType, abstractType, subSets: entry.sets })
     }
     return { fields, typenameKeys }
   }

@@ -278,8 +278,9 @@ function costCacheKey(
   let key = operationName ?? ''
   for (const name of plan.costVariables) {
     const value = raw[name]
-    // A number (the usual slicing argument) is written as is: for every number JSON can carry that is the text
-    // JSON.stringify gives, without the call.
+    // A number (the usual slicing argument) is written as is: for every finite number that is the text
+    // JSON.stringify gives, without the call. NaN and ±Infinity (no JSON request carries them) now get keys of
+    // their own instead of sharing null's.
     key += `\u0000${typeof value === 'number' ? value : (JSON.stringify(value) ?? '')}`
     if (key.length > MAX_CACHE_KEY_LENGTH) return undefined
   }
