@@ -44,32 +44,26 @@ export interface CostExtension {
   wouldRefuse?: RefusalCode
 }
 
-/** What admission decided for one operation, kept to refund and report after execution. */
-interface Admission {
-  /** Undefined when the operation was too large to price (dry-run lets it run). */
-  readonly priced: PricedOperation | undefined
-  readonly operation: OperationDefinitionNode
-  readonly cost: number
-  readonly limiter: RateLimiter
-  readonly identity: string
-  readonly decision: Decision
-  /** Dry-run: the first refusal enforcement would have answered. */
-  readonly wouldRefuse: RefusalCode | undefined
-  /** The operation's context: where `settle` finds the request's state. */
-  readonly context: GraphQLContext
-}
-
 type Stop = (result: ExecutionResult) => void
 
 /** An operation on its way through admission: what each step reads, and the refusal dry-run noted so far. */
 interface Pending {
+  /** The operation's context: where the request's state is found. */
   readonly context: GraphQLContext
   readonly operation: OperationDefinitionNode
   readonly stop: Stop
-  /** Undefined when the operation was too large to price. */
+  /** Undefined when the operation was too large to price (dry-run lets it run). */
   priced: PricedOperation | undefined
   cost: number
+  /** Dry-run: the first refusal enforcement would have answered. */
   wouldRefuse: RefusalCode | undefined
+}
+
+/** What admission decided for one operation, kept to refund and report after execution. */
+interface Admission extends Readonly<Omit<Pending, 'stop'>> {
+  readonly limiter: RateLimiter
+  readonly identity: string
+  readonly decision: Decision
 }
 
 /**
