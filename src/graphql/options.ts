@@ -44,6 +44,10 @@ export interface FieldLimitConfig {
   by?: readonly string[]
   /** @default 'closed' — a login limit that fails open is no limit during a Redis outage. */
   failPolicy?: FailPolicy
+  /** IPv6 client addresses are counted per network of this prefix (1..128). @default the plugin's `ipv6Prefix` */
+  ipv6Prefix?: number
+  /** IPv4 client addresses are counted per network of this prefix (1..32). @default the plugin's `ipv4Prefix` */
+  ipv4Prefix?: number
 }
 
 export interface SubscriptionOptions {
@@ -83,8 +87,20 @@ export interface TollboothGraphQLOptions extends CostAnalysisOptions {
   identify?: (context: GraphQLContext) => MaybePromise<string>
   /** Proxies whose `X-Forwarded-For` is believed when the identity or a field limit uses the IP. @default false */
   trustProxy?: TrustProxy
+  /**
+   * IPv6 client addresses are counted per network of this prefix (1..128), in the default identity and in field
+   * limits: one subscriber usually holds a whole /64, and per-address keys would let it rotate. @default 64
+   */
+  ipv6Prefix?: number
+  /** IPv4 client addresses are counted per network of this prefix (1..32). @default 32 (each address) */
+  ipv4Prefix?: number
   /** Most cost one operation (or one HTTP batch) may have; above it, refused outright. @default 5000 */
   maxCost?: number
+  /**
+   * Least cost of any operation: one priced lower (`{ __typename }`, an empty selection of lists) is charged this
+   * much, so a spent budget refuses every operation. `0` lets such operations through a spent budget. @default 1
+   */
+  minCost?: number
   /**
    * Name costs and limits in refusals' errors (messages and `cost`/`limit`/`maxCost` extensions) and put
    * `throttleStatus` in `extensions.cost`. With `false`, an error says what was exceeded without the numbers
