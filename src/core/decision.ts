@@ -24,9 +24,23 @@ export interface Decision {
   readonly remaining: number
   /** Milliseconds until the budget is whole again (bucket full, window over, leases expired). */
   readonly resetMs: number
-  /** On a denial, milliseconds until the same request could be allowed; 0 when allowed. */
+  /**
+   * On a denial, milliseconds until the same request could be allowed; 0 when allowed, and 0 when it never can be
+   * (`neverAllowed`).
+   */
   readonly retryAfterMs: number
   /** Leaky bucket only: how long an admitted request must wait so output leaves at a constant rate; else 0. */
   readonly delayMs: number
+  /**
+   * Denied because the cost is more than the policy can ever admit (above a token bucket's capacity, a window's
+   * limit, a leaky bucket's queue + 1): waiting cannot help, so there is no Retry-After. Answer it as a client
+   * error (HTTP 400 or 413), not as 429. Nothing is spent. Always false when allowed.
+   */
+  readonly neverAllowed: boolean
   readonly source: DecisionSource
+}
+
+/** The answer to a cost above what the policy can ever admit, in place of `decision` (whoever answered it). */
+export function refusedForever(decision: Decision): Decision {
+  return { ...decision, allowed: false, retryAfterMs: 0, delayMs: 0, neverAllowed: true }
 }

@@ -29,6 +29,7 @@ export function failOpenDecision(limit: number): Decision {
     resetMs: 0,
     retryAfterMs: 0,
     delayMs: 0,
+    neverAllowed: false,
     source: 'fail-open',
   }
 }
@@ -41,6 +42,7 @@ export function failClosedDecision(limit: number, retryAfterMs: number): Decisio
     resetMs: retryAfterMs,
     retryAfterMs,
     delayMs: 0,
+    neverAllowed: false,
     source: 'fail-closed',
   }
 }

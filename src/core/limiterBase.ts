@@ -1,4 +1,4 @@
-import type { Decision, DecisionSource } from './decision.js'
+import { type Decision, type DecisionSource, refusedForever } from './decision.js'
 import { invalidOption } from './errors.js'
 import {
   type FailPolicy,
@@ -80,6 +80,8 @@ export abstract class LimiterBase {
   abstract readonly algorithm: string
   /** The policy's quota, reported as `limit` in decisions. */
   abstract readonly limit: number
+  /** The largest cost one `consume` can ever be allowed; a larger one is refused with `neverAllowed`. */
+  readonly maxCost: number = Number.POSITIVE_INFINITY
   protected readonly options: ResolvedLimiterOptions
   /** The store when it is a MemoryStore: answered synchronously, without a promise per layer. */
   protected readonly memoryStore: MemoryStore | undefined
@@ -98,7 +100,8 @@ export abstract class LimiterBase {
   /** Runs one step on the memory store, synchronously (a memory store cannot fail). */
   protected runInMemory(store: MemoryStore, request: StoreRequest, cost: number): Decision {
     const started = this.options.hooks.onDecision === undefined ? 0 : performance.now()
-    const decision = this.toDecision(store.runNow(request), 'store')
+    let decision = this.toDecision(store.runNow(request), 'store')
+    if (cost > this.maxCost && request.op === 'consume') decision = refusedForever(decision)
     if (started !== 0) this.report(request.op, decision, cost, started)
     return decision
   }
@@ -118,6 +121,8 @@ export abstract class LimiterBase {
       answeredBy = this.failPolicy === 'local' ? this.local() : undefined
       decision = this.whenStoreFails(request)
     }
+    // Whoever answered (a fail-open decision too): a cost the policy can never admit is refused.
+    if (cost > this.maxCost && request.op === 'consume') decision = refusedForever(decision)
     this.report(request.op, decision, cost, started)
     return { decision, store: answeredBy }
   }
@@ -144,6 +149,7 @@ export abstract class LimiterBase {
       resetMs: reply[2],
       retryAfterMs: reply[3],
       delayMs: this.reportsDelay ? reply[4] : 0,
+      neverAllowed: false,
       source,
     }
   }

@@ -19,6 +19,8 @@ export interface RateAlgorithm {
   readonly algorithm: string
   readonly step: AlgorithmName
   readonly limit: number
+  /** The largest cost one request can ever be allowed: a bucket's capacity, a window's limit. */
+  readonly maxCost: number
   readonly windowSeconds: number
   /** Units that come back per second (refill or drain rate; a window's limit over its length). */
   readonly restorePerSecond: number
@@ -33,6 +35,7 @@ export interface RateAlgorithm {
 export class RateLimiter extends LimiterBase {
   readonly algorithm: string
   readonly limit: number
+  override readonly maxCost: number
   /** Quota and window, for `rateLimitHeaders(decision, limiter.policy)`. */
   readonly policy: Readonly<RateLimitPolicy>
   /** Units that come back per second: the refill rate of a bucket, `limit / window` for windows. */
@@ -45,12 +48,16 @@ export class RateLimiter extends LimiterBase {
     this.rate = rate
     this.algorithm = rate.algorithm
     this.limit = rate.limit
+    this.maxCost = rate.maxCost
     this.restorePerSecond = rate.restorePerSecond
     this.policy = Object.freeze({ name: options.name, quota: rate.limit, windowSeconds: rate.windowSeconds })
     this.denyCache = createDenyCache(rate.algorithm, options.store.kind, options.denyCache)
   }
 
-  /** Spends `cost` units for `key` if they are available; a denial spends nothing. */
+  /**
+   * Spends `cost` units for `key` if they are available; a denial spends nothing. A cost above `maxCost` is denied
+   * with `neverAllowed` (and no Retry-After), whatever the store or the fail policy answers.
+   */
   consume(key: string, cost = 1): Promise<Decision> {
     try {
       validKey(this.algorithm, key)

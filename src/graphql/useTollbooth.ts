@@ -314,6 +314,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         resetMs,
         retryAfterMs: 0,
         delayMs: decision.delayMs,
+        neverAllowed: false,
         source: decision.source,
       }
       const fields = rateLimitHeaders(after, limiter.policy)

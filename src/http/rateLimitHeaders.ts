@@ -36,7 +36,7 @@ export interface RateLimitHeadersOptions {
  * ```
  * RateLimit-Policy: "name";q=100;w=60
  * RateLimit: "name";r=42;t=17
- * Retry-After: 17                       (denials only)
+ * Retry-After: 17                       (denials only, and not for `neverAllowed` ones)
  * ```
  *
  * `r` is `decision.remaining`; `t` is `decision.resetMs` in seconds, rounded up. On a denial `Retry-After` is
@@ -56,7 +56,8 @@ export function rateLimitHeaders(
   const remaining = clampInteger(Math.floor(decision.remaining))
   let reset = seconds(decision.resetMs)
   let retryAfter: number | undefined
-  if (!decision.allowed) {
+  // A cost the policy can never admit is no reason to come back later.
+  if (!decision.allowed && !decision.neverAllowed) {
     retryAfter = Math.max(1, seconds(decision.retryAfterMs))
     if (reset > retryAfter) reset = retryAfter
   }

@@ -402,6 +402,7 @@ function failOpen(limit: number): Decision {
     resetMs: 0,
     retryAfterMs: 0,
     delayMs: 0,
+    neverAllowed: false,
     source: 'fail-open',
   }
 }
@@ -414,6 +415,7 @@ function failClosed(limit: number): Decision {
     resetMs: FAIL_CLOSED_RETRY_AFTER_MS,
     retryAfterMs: FAIL_CLOSED_RETRY_AFTER_MS,
     delayMs: 0,
+    neverAllowed: false,
     source: 'fail-closed',
   }
 }

@@ -1,4 +1,4 @@
-import type { Decision, DecisionSource } from '../decision.js'
+import { type Decision, type DecisionSource, refusedForever } from '../decision.js'
 import { invalidOption } from '../errors.js'
 import {
   type FailPolicy,
@@ -46,6 +46,8 @@ export class CombinedLimiter {
   readonly name: string
   readonly limiters: readonly RateLimiter[]
   readonly failPolicy: FailPolicy
+  /** The largest cost every policy can admit: above it, the combination is refused with `neverAllowed`. */
+  readonly maxCost: number
   private readonly store: Store
   private readonly failClosedRetryAfterMs: number
   private readonly hooks: LimiterHooks
@@ -79,6 +81,7 @@ export class CombinedLimiter {
       throw invalidOption(owner, 'limiters', 'limiters with distinct names', names.join(', '))
     }
     this.limiters = Object.freeze([...limiters])
+    this.maxCost = Math.min(...limiters.map((limiter) => limiter.maxCost))
     this.store = store
     this.name = options.name ?? names.join('+')
     this.failPolicy = oneOf(owner, 'failPolicy', options.failPolicy ?? strictest(limiters), failPolicies)
@@ -102,6 +105,12 @@ export class CombinedLimiter {
     } catch (error) {
       if (!isStoreFailure(error)) throw error
       decisions = this.whenStoreFails(requests)
+    }
+    // A cost one policy can never admit is refused, whoever answered.
+    if (cost > this.maxCost) {
+      decisions = decisions.map((decision, i) =>
+        cost > (this.limiters[i] as RateLimiter).maxCost ? refusedForever(decision) : decision,
+      )
     }
     const combined = combine(decisions)
     emit(this.hooks.onDecision, {
@@ -154,10 +163,12 @@ export function allOf(limiters: readonly RateLimiter[], options?: AllOfOptions):
 /** Allowed only if every policy allows; the numbers are those of the policy that governs the answer. */
 function combine(decisions: Decision[]): CombinedDecision {
   const denied = decisions.filter((decision) => !decision.allowed)
-  // Denied: the refusal that lasts longest. Allowed: the policy with the least left.
+  // Denied: a policy that can never admit the cost, else the refusal that lasts longest. Allowed: the policy with
+  // the least left.
   const governing = (
     denied.length > 0
-      ? denied.reduce((a, b) => (b.retryAfterMs > a.retryAfterMs ? b : a))
+      ? (denied.find((decision) => decision.neverAllowed) ??
+        denied.reduce((a, b) => (b.retryAfterMs > a.retryAfterMs ? b : a)))
       : decisions.reduce((a, b) => (b.remaining < a.remaining ? b : a))
   ) as Decision
   return { ...governing, allowed: denied.length === 0, decisions }

@@ -32,6 +32,7 @@ export function windowLimiter(
       algorithm,
       step: algorithm,
       limit,
+      maxCost: limit,
       windowSeconds: Math.ceil(windowMs / 1000),
       restorePerSecond: limit / (windowMs / 1000),
       args: (amount) => [windowUs, limit, amount],

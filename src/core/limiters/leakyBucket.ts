@@ -42,6 +42,8 @@ export function leakyBucket(options: LeakyBucketOptions): LeakyBucketLimiter {
       algorithm: owner,
       step: 'gcra',
       limit: maxQueue,
+      // The request in service plus the queue.
+      maxCost: maxQueue + 1,
       windowSeconds: Math.ceil((maxQueue + 1) / ratePerSecond),
       restorePerSecond: ratePerSecond,
       // The request in service plus `maxQueue` waiting: GCRA with a burst of maxQueue + 1 emissions.

@@ -26,6 +26,7 @@ export function tokenBucket(options: TokenBucketOptions): RateLimiter {
       algorithm: owner,
       step: 'gcra',
       limit: capacity,
+      maxCost: capacity,
       windowSeconds: Math.ceil(capacity / refillPerSecond),
       restorePerSecond: refillPerSecond,
       args: (amount) => [emission, capacity * emission, Math.ceil(amount * emission)],

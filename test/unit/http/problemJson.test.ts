@@ -10,6 +10,7 @@ function denied(retryAfterMs: number): Decision {
     resetMs: retryAfterMs,
     retryAfterMs,
     delayMs: 0,
+    neverAllowed: false,
     source: 'store',
   }
 }

@@ -14,6 +14,7 @@ function decision(overrides: Partial<Decision>): Decision {
     resetMs: 16_001,
     retryAfterMs: 0,
     delayMs: 0,
+    neverAllowed: false,
     source: 'store',
     ...overrides,
   }
