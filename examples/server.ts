@@ -11,7 +11,9 @@
  *
  * Environment: PORT (default 4000; 0 picks a free one) · REDIS_URL=redis://… keeps every limit in Redis ·
  * REDIS_CLUSTER_NODES=host:port,host:port in a Redis Cluster · REDIS_PREFIX (default `tollbooth-example:`) ·
- * KEY_SECRET (HMAC for the identities hashed into Redis keys; set it, identities include IP addresses).
+ * KEY_SECRET (HMAC for the identities hashed into Redis keys; set it, identities include IP addresses) ·
+ * TRUST_PROXY: the proxies in front of the server, whose X-Forwarded-For is believed: a number of hops, or
+ * addresses, CIDRs and `loopback`/`linklocal`/`uniquelocal`, comma-separated (default: none, the socket's address).
  *
  * SIGTERM / SIGINT: stop accepting, close WebSockets with 1001, release leases, quit Redis, exit 0.
  */
@@ -27,13 +29,14 @@ import { collectDefaultMetrics, Registry } from 'prom-client'
 import { type WebSocket, WebSocketServer } from 'ws'
 import { useTollbooth } from '../src/graphql/index.js'
 import {
-  clientIp,
+  createClientIpResolver,
   type FailPolicy,
   ipKey,
   MemoryStore,
   type RateLimiter,
   RedisStore,
   type Store,
+  type TrustProxy,
   tokenBucket,
 } from '../src/index.js'
 import { createPrometheusMetrics } from '../src/metrics/index.js'
@@ -52,6 +55,7 @@ const redisUrl = process.env.REDIS_URL || undefined
 const clusterNodes = process.env.REDIS_CLUSTER_NODES || undefined
 const redisPrefix = process.env.REDIS_PREFIX || 'tollbooth-example:'
 const keySecret = process.env.KEY_SECRET || undefined
+const trustProxy = parseTrustProxy(process.env.TRUST_PROXY)
 
 // ---------------------------------------------------------------------------------------------------------------
 // Metrics and stores
@@ -116,9 +120,10 @@ function userOf(authorization: unknown): DemoUser | undefined {
   return token === undefined ? undefined : userByToken(token)
 }
 
-/** The client IP: the socket address (this server trusts no proxy), IPv6 grouped by /64. */
+/** The client's network: its address (through TRUST_PROXY) as `ipKey` groups it, IPv6 by /64. */
+const resolveClientIp = createClientIpResolver({ trustProxy })
 const ipIdentity = (req: IncomingMessage | undefined): string =>
-  `ip:${req === undefined ? 'unknown' : ipKey(clientIp(req))}`
+  `ip:${req === undefined ? 'unknown' : ipKey(resolveClientIp(req))}`
 
 /**
  * WebSocket upgrades: `authorization: Bearer <token>`, or `?token=<token>` (browsers cannot set headers on a
@@ -200,6 +205,7 @@ const yoga = createYoga({
         return user ? `user:${user.id}` : ipIdentity(req)
       },
       store,
+      trustProxy,
       maxCost,
       limits,
       subscriptions: { maxPerIdentity: subscriptionsPerIdentity, costPerEvent: 1 },
@@ -218,6 +224,7 @@ const graphqlWsPolicy: FailPolicy = 'open'
 const graphqlWsLimits = { maxConnectionsPerIdentity: 5, messagesPerSecond: 20, maxMessageBytes: 16 * 1024 }
 const graphqlWsProtection = protectWebSocketServer(graphqlWss, {
   store,
+  trustProxy,
   name: 'graphql-ws',
   hooks: metrics.limiterHooks,
   failPolicy: graphqlWsPolicy,
@@ -279,6 +286,7 @@ const chatLimits = {
 }
 const chatProtection = protectWebSocketServer(chatWss, {
   store,
+  trustProxy,
   name: 'chat',
   hooks: metrics.limiterHooks,
   failPolicy: chatPolicy,
@@ -391,7 +399,7 @@ function banner(url: string): string {
       anonymousBudget.failPolicy,
     ],
     // @rateLimit in the schema; the plugin's field limits fail closed unless told otherwise.
-    ['login', 'Mutation.login: 5 per minute per client IP and e-mail (@rateLimit)', 'closed'],
+    ['login', 'Mutation.login: 5 per minute per client IP (IPv6: /64) and e-mail (@rateLimit)', 'closed'],
     // The plugin's subscription leases use the default policy of a limiter.
     ['subscriptions', `${subscriptionsPerIdentity} open per identity, 1 budget unit per event`, 'open'],
     [
@@ -425,7 +433,8 @@ function banner(url: string): string {
     `  chat        ${wsUrl}/chat?token=<token>  (plain WebSocket: send text, receive JSON)`,
     `  metrics     ${url}/metrics`,
     `store: ${storeLabel}`,
-    `identity: "authorization: Bearer <token>" (WebSockets: also ?token=<token> or graphql-ws connectionParams), else the client IP`,
+    `identity: "authorization: Bearer <token>" (WebSockets: also ?token=<token> or graphql-ws connectionParams), else the client IP (IPv6: its /64)`,
+    `  client IP: ${trustProxy === false ? "the socket's address (TRUST_PROXY trusts proxies' X-Forwarded-For)" : `X-Forwarded-For, trusting ${JSON.stringify(trustProxy)}`}`,
     `  demo tokens: ${demoUsers.map((user) => `${user.token} (${user.email} / ${user.password})`).join(', ')}`,
     'limits (fail policy: what each one answers while the store is unreachable):',
     ...rows.map(
@@ -495,6 +504,13 @@ async function closed(sockets: readonly WebSocket[], ms: number): Promise<void> 
 
 process.once('SIGTERM', () => void shutdown('SIGTERM'))
 process.once('SIGINT', () => void shutdown('SIGINT'))
+
+/** TRUST_PROXY: `2` (hops), or `loopback,10.0.0.0/8`; unset or empty trusts no proxy. */
+function parseTrustProxy(value: string | undefined): TrustProxy {
+  if (value === undefined || value.trim() === '') return false
+  if (/^\d+$/.test(value.trim())) return Number(value.trim())
+  return value.split(',').map((entry) => entry.trim())
+}
 
 function parseNodes(list: string): { host: string; port: number }[] {
   return list.split(',').map((entry) => {

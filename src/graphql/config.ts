@@ -4,6 +4,7 @@ import type { RateLimiter } from '../core/rateLimiter.js'
 import type { Store } from '../core/stores/store.js'
 import { nonNegativeInteger, oneOf, positiveInteger } from '../core/validate.js'
 import { type ClientIpResolver, createClientIpResolver } from '../identity/clientIp.js'
+import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../identity/ipKey.js'
 import { ipIdentity } from './identity.js'
 import type { GraphQLContext, OperationEvent, TollboothGraphQLOptions } from './options.js'
 
@@ -14,7 +15,10 @@ export interface ResolvedConfig {
   readonly limiter: (context: GraphQLContext) => RateLimiter | Promise<RateLimiter>
   readonly identify: (context: GraphQLContext) => string | Promise<string>
   readonly resolveIp: ClientIpResolver
+  /** How client addresses are grouped into keys (`ipv6Prefix`, `ipv4Prefix`), for field limits to start from. */
+  readonly ipKeyOptions: Readonly<IpKeyOptions>
   readonly maxCost: number
+  readonly minCost: number
   readonly exposeLimits: boolean
   readonly costExtension: boolean
   readonly headers: boolean
@@ -46,11 +50,15 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
     throw invalidOption(OWNER, 'subscriptions', 'an object', subscriptions)
   }
   const resolveIp = createClientIpResolver({ trustProxy: options.trustProxy ?? false })
+  const ipKeyOptions = Object.freeze(resolveIpKeyOptions(options, OWNER))
   return Object.freeze({
     limiter: limiterOption(options.limiter),
-    identify: functionOption('identify', options.identify) ?? ipIdentity(resolveIp),
+    identify:
+      functionOption('identify', options.identify) ?? ipIdentity(resolveIp, createIpKeyer(ipKeyOptions)),
     resolveIp,
+    ipKeyOptions,
     maxCost: positiveInteger(OWNER, 'maxCost', options.maxCost ?? 5000),
+    minCost: nonNegativeInteger(OWNER, 'minCost', options.minCost ?? 1),
     exposeLimits: booleanOption('exposeLimits', options.exposeLimits, true),
     costExtension: booleanOption('costExtension', options.costExtension, true),
     headers: booleanOption('headers', options.headers, true),

@@ -24,6 +24,7 @@ import type { RateLimiter } from '../core/rateLimiter.js'
 import type { Store } from '../core/stores/store.js'
 import { oneOf, positiveInteger } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
+import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../identity/ipKey.js'
 import { fragmentsOf, readPath } from './documentParts.js'
 import type { FieldLimitConfig } from './options.js'
 
@@ -33,6 +34,8 @@ interface LimitedField {
   readonly coordinate: string
   readonly limiter: RateLimiter
   readonly by: readonly (readonly string[])[]
+  /** The client address as this limit counts it: IPv6 by network (/64 unless told otherwise). */
+  readonly ipKey: (ip: string) => string
 }
 
 /** One selection of a limited field in an operation. */
@@ -55,7 +58,8 @@ const NONE: readonly Occurrence[] = Object.freeze([])
 /**
  * Separate limits for sensitive fields (`login`, `sendCode`, `resetPassword`), from the `fieldLimits` option and
  * `@rateLimit` in SDL. Each occurrence of such a field in the operation (aliases included) spends one unit from
- * a sliding window keyed by the client IP and the normalized `by` argument values, hashed. Checked before any
+ * a sliding window keyed by the client's network (IPv6 by /64 unless told otherwise: one subscriber holds a whole
+ * /64 and could rotate through it) and the normalized `by` argument values, hashed. Checked before any
  * resolver of the operation runs.
  */
 export class FieldLimits {
@@ -75,6 +79,8 @@ export class FieldLimits {
     private readonly store: Store,
     private readonly prefix: string,
     private readonly hooks: LimiterHooks | undefined,
+    /** The plugin's `ipv6Prefix` and `ipv4Prefix`, which a field's own settings override. */
+    private readonly ipKeyOptions: Readonly<IpKeyOptions>,
   ) {
     if (typeof configs !== 'object' || configs === null) {
       throw invalidOption(OWNER, 'fieldLimits', 'an object keyed by field coordinate', configs)
@@ -113,7 +119,8 @@ export class FieldLimits {
       occurrences.map((occurrence) => {
         const args = getArgumentValues(occurrence.field, occurrence.node, values)
         const parts = occurrence.limit.by.map((path) => normalize(readPath(args, path)))
-        return occurrence.limit.limiter.consume(hashKey([ip, ...parts].join('\u0000')))
+        const { limiter, ipKey } = occurrence.limit
+        return limiter.consume(hashKey([ipKey(ip), ...parts].join('\u0000')))
       }),
     )
     for (const [index, decision] of decisions.entries()) {
@@ -178,7 +185,20 @@ export class FieldLimits {
         failPolicies,
       ),
     })
-    return { coordinate, limiter, by: by.map((path: string) => path.split('.')) }
+    const ipKeyOptions = resolveIpKeyOptions(
+      {
+        ipv6Prefix: config.ipv6Prefix ?? this.ipKeyOptions.ipv6Prefix,
+        ipv4Prefix: config.ipv4Prefix ?? this.ipKeyOptions.ipv4Prefix,
+      },
+      OWNER,
+      `${option}.`,
+    )
+    return {
+      coordinate,
+      limiter,
+      by: by.map((path: string) => path.split('.')),
+      ipKey: createIpKeyer(ipKeyOptions),
+    }
   }
 
   /** Limited fields the operation selects, through its fragments (each walked once). Cached per schema and document. */

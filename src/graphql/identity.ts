@@ -1,5 +1,4 @@
 import { type ClientIpRequest, type ClientIpResolver, UNKNOWN_IP } from '../identity/clientIp.js'
-import { ipKey } from '../identity/ipKey.js'
 import type { GraphQLContext } from './options.js'
 
 /**
@@ -20,7 +19,13 @@ export function contextIp(context: GraphQLContext, resolve: ClientIpResolver): s
   return req === undefined ? UNKNOWN_IP : resolve(req)
 }
 
-/** The default identity: the client IP, IPv6 grouped by /64 (one host owns a whole /64). */
-export function ipIdentity(resolve: ClientIpResolver): (context: GraphQLContext) => string {
-  return (context) => `ip:${ipKey(contextIp(context, resolve))}`
+/**
+ * The default identity: the client's network, as `keyOf` (an `ipKey` keyer) groups addresses: IPv6 by /64 unless
+ * told otherwise, since one subscriber holds a whole /64.
+ */
+export function ipIdentity(
+  resolve: ClientIpResolver,
+  keyOf: (ip: string) => string,
+): (context: GraphQLContext) => string {
+  return (context) => `ip:${keyOf(contextIp(context, resolve))}`
 }

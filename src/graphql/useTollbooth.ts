@@ -93,7 +93,13 @@ function decide(limiter: RateLimiter, identity: string, cost: number): MaybeProm
 export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   const config = resolveConfig(options)
   const analyzer = new CostAnalyzer(options)
-  const fieldLimits = new FieldLimits(options.fieldLimits ?? {}, config.store, config.name, options.hooks)
+  const fieldLimits = new FieldLimits(
+    options.fieldLimits ?? {},
+    config.store,
+    config.name,
+    options.hooks,
+    config.ipKeyOptions,
+  )
   const subscriptionLeases =
     config.maxSubscriptionsPerIdentity === undefined
       ? undefined

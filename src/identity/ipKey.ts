@@ -26,8 +26,36 @@ export interface IpKeyOptions {
  * Throws `TOLLBOOTH_ERR_INVALID_OPTION` on an invalid prefix option.
  */
 export function ipKey(ip: string, options?: IpKeyOptions): string {
-  const v6Prefix = prefixOption('ipv6Prefix', options?.ipv6Prefix, 64, 128)
-  const v4Prefix = prefixOption('ipv4Prefix', options?.ipv4Prefix, 32, 32)
+  const { ipv6Prefix, ipv4Prefix } = resolveIpKeyOptions(options)
+  return keyOf(ip, ipv6Prefix, ipv4Prefix)
+}
+
+/**
+ * `ipKey` with its options checked once: the function to call per request. Every limiter tollbooth keys by client
+ * address (the GraphQL budget's default identity, field limits, WebSocket handshakes and connections) uses one.
+ * Throws `TOLLBOOTH_ERR_INVALID_OPTION` on an invalid prefix option.
+ */
+export function createIpKeyer(options?: IpKeyOptions): (ip: string) => string {
+  const { ipv6Prefix, ipv4Prefix } = resolveIpKeyOptions(options)
+  return (ip) => keyOf(ip, ipv6Prefix, ipv4Prefix)
+}
+
+/**
+ * The prefixes of `options` with their defaults, checked. `owner` and `path` name them in errors when they are
+ * another factory's options (`useTollbooth: "fieldLimits[\"Mutation.login\"].ipv6Prefix" must be …`).
+ */
+export function resolveIpKeyOptions(
+  options: IpKeyOptions | undefined,
+  owner = OWNER,
+  path = '',
+): Required<IpKeyOptions> {
+  return {
+    ipv6Prefix: prefixOption(owner, `${path}ipv6Prefix`, options?.ipv6Prefix, 64, 128),
+    ipv4Prefix: prefixOption(owner, `${path}ipv4Prefix`, options?.ipv4Prefix, 32, 32),
+  }
+}
+
+function keyOf(ip: string, v6Prefix: number, v4Prefix: number): string {
   if (typeof ip !== 'string') return 'unknown'
   const kind = isIP(ip)
   if (kind === 4) return v4Prefix === 32 ? ip : ipv4Network(ipv4ToInt(ip), v4Prefix)
@@ -55,10 +83,10 @@ export function ipKey(ip: string, options?: IpKeyOptions): string {
   return `${new ipaddr.IPv6(masked).toRFC5952String()}/${v6Prefix}`
 }
 
-function prefixOption(option: string, value: unknown, fallback: number, max: number): number {
+function prefixOption(owner: string, option: string, value: unknown, fallback: number, max: number): number {
   if (value === undefined) return fallback
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
-    throw invalidOption(OWNER, option, `an integer from 1 to ${max}`, value)
+    throw invalidOption(owner, option, `an integer from 1 to ${max}`, value)
   }
   return value
 }

@@ -6,6 +6,7 @@ import type { LimiterHooks } from '../core/hooks.js'
 import type { Store } from '../core/stores/store.js'
 import { nonNegativeInteger, oneOf, positiveInteger, positiveNumber } from '../core/validate.js'
 import type { TrustProxy } from '../identity/clientIp.js'
+import { resolveIpKeyOptions } from '../identity/ipKey.js'
 
 export interface ProtectWebSocketOptions {
   /**
@@ -79,6 +80,7 @@ export interface ResolvedWebSocketOptions {
   readonly identify: ((req: IncomingMessage) => string | Promise<string>) | undefined
   readonly trustProxy: TrustProxy
   readonly ipv6Prefix: number
+  readonly ipv4Prefix: number
   readonly store: Store | undefined
   readonly failPolicy: FailPolicy
   readonly maxConnectionsPerIdentity: number
@@ -119,7 +121,7 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
   return Object.freeze({
     identify: options.identify,
     trustProxy: options.trustProxy ?? false,
-    ipv6Prefix: positiveInteger(owner, 'ipv6Prefix', options.ipv6Prefix ?? 64),
+    ...resolveIpKeyOptions(options, owner),
     store: options.store,
     failPolicy: oneOf(owner, 'failPolicy', options.failPolicy ?? 'open', failPolicies),
     maxConnectionsPerIdentity: positiveInteger(

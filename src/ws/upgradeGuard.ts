@@ -6,7 +6,7 @@ import { tokenBucket } from '../core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import { rateLimitHeaders } from '../http/rateLimitHeaders.js'
 import { createClientIpResolver } from '../identity/clientIp.js'
-import { ipKey } from '../identity/ipKey.js'
+import { createIpKeyer } from '../identity/ipKey.js'
 import type { ResolvedWebSocketOptions } from './options.js'
 import type { SharedBudget } from './sharedBudget.js'
 
@@ -27,6 +27,8 @@ export class UpgradeGuard {
   readonly connections: ConcurrencyLimiter
   private readonly handshakes: RateLimiter | undefined
   private readonly clientIp: (req: IncomingMessage) => string
+  /** The client's network as handshakes and the default identity count it (IPv6 by `ipv6Prefix`). */
+  private readonly ipKey: (ip: string) => string
 
   constructor(
     private readonly options: ResolvedWebSocketOptions,
@@ -34,6 +36,7 @@ export class UpgradeGuard {
   ) {
     const { store, failPolicy, name, hooks } = options
     this.clientIp = createClientIpResolver({ trustProxy: options.trustProxy })
+    this.ipKey = createIpKeyer({ ipv6Prefix: options.ipv6Prefix, ipv4Prefix: options.ipv4Prefix })
     this.connections = concurrencyLimit({
       name: `${name}-connections`,
       max: options.maxConnectionsPerIdentity,
@@ -65,7 +68,7 @@ export class UpgradeGuard {
     }
     this.pending++
     try {
-      const ip = ipKey(this.clientIp(req), { ipv6Prefix: this.options.ipv6Prefix })
+      const ip = this.ipKey(this.clientIp(req))
       if (this.handshakes !== undefined) {
         const handshake = await this.handshakes.consume(ip)
         if (!handshake.allowed) return refuseDecision(socket, handshake, this.handshakes.policy)

@@ -6,7 +6,8 @@
  * on the same process: GraphiQL's page, the GraphiQL introspection query through the guards, the `/chat` WebSocket,
  * a graphql-ws subscription and one over SSE, a chat message reaching a GraphQL subscription, `/metrics` (names,
  * and no identity in any label), and SIGTERM (an open chat socket closed with 1001, exit code 0). Another process
- * runs on the test Redis (REDIS_URL) to show the banner names it and a query works there.
+ * runs on the test Redis (REDIS_URL) to show the banner names it and a query works there, and a third behind a
+ * trusted proxy (TRUST_PROXY=loopback) to show every limit keyed by address counting a /64 as one client.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -17,6 +18,7 @@ import { createClient } from 'graphql-ws'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { WebSocket } from 'ws'
+import { openSse, postGraphQL } from '../helpers/graphqlHttp.js'
 import { rawConnect, upgradeRequestLines } from '../helpers/rawWebSocket.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -478,5 +480,87 @@ describe('npm start: the example server with REDIS_URL', () => {
     } finally {
       redis.disconnect()
     }
+  })
+})
+
+describe('npm start behind a trusted proxy (TRUST_PROXY=loopback): each limit counts a /64 as one client', () => {
+  let example: ExampleServer
+  /** Eight addresses of the /64 `2001:db8:<n>::/64`, one /64 per limit so the limits do not mix. */
+  const network = (n: number) => Array.from({ length: 8 }, (_, i) => `2001:db8:${n}::${i + 1}`)
+  const post = (query: string, address: string) =>
+    postGraphQL(`${example.url}/graphql`, query, { headers: { 'x-forwarded-for': address } })
+  /** A WebSocket upgrade as `address`: 'open' (held until the end), or the refusal's HTTP status. */
+  const upgrade = (path: string, address: string, protocol?: string) =>
+    new Promise<number | 'open'>((resolve, reject) => {
+      const socket = new WebSocket(`${example.url.replace(/^http/, 'ws')}${path}`, protocol, {
+        headers: { 'x-forwarded-for': address },
+      })
+      socket.once('open', () => {
+        held.push(socket)
+        resolve('open')
+      })
+      socket.once('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0))
+      socket.once('error', reject)
+    })
+  const held: WebSocket[] = []
+  const streams: { abort(): void }[] = []
+
+  beforeAll(async () => {
+    example = await startExample({ TRUST_PROXY: 'loopback' })
+  })
+  afterAll(() => {
+    for (const socket of held) socket.terminate()
+    for (const stream of streams) stream.abort()
+    if (example?.child.exitCode === null) example.child.kill('SIGKILL')
+  })
+
+  it('says whom it trusts', () => {
+    expect(example.banner).toContain('client IP: X-Forwarded-For, trusting ["loopback"]')
+  })
+
+  it('login (@rateLimit, 5 per minute per client and e-mail): 40 attempts over 8 addresses, 5 run', async () => {
+    const addresses = network(1)
+    const login = 'mutation { login(email: "alice@example.com", password: "guess") { token } }'
+    let refused = 0
+    for (let attempt = 0; attempt < 40; attempt++) {
+      const reply = await post(login, addresses[attempt % 8] as string)
+      if (reply.body.errors?.[0]?.extensions?.field === 'Mutation.login') refused++
+      else expect(reply.body.data).toEqual({ login: null })
+    }
+    expect(refused).toBe(35)
+    expect((await post(login, '2001:db8:1:1::1')).body.data).toEqual({ login: null })
+  })
+
+  it('the anonymous cost budget (300): 8 addresses share it, 100 a query', async () => {
+    const statuses: number[] = []
+    // posts(first: 100) costs 100 and returns 100: nothing refunded. The budget refills 10/s: the 4th query would
+    // need 10 s more.
+    for (const address of network(2))
+      statuses.push((await post('{ posts(first: 100) { id } }', address)).status)
+    expect(statuses).toEqual([200, 200, 200, 429, 429, 429, 429, 429])
+    expect((await post('{ posts(first: 100) { id } }', '2001:db8:2:1::1')).status).toBe(200)
+  })
+
+  it('/chat (2 connections per identity) and graphql-ws (5): 8 addresses of one /64 get 2 and 5', async () => {
+    const chat: (number | string)[] = []
+    for (const address of network(3)) chat.push(await upgrade('/chat', address))
+    expect(chat).toEqual(['open', 'open', 429, 429, 429, 429, 429, 429])
+    const graphqlWs: (number | string)[] = []
+    for (const address of network(4))
+      graphqlWs.push(await upgrade('/graphql', address, 'graphql-transport-ws'))
+    expect(graphqlWs).toEqual(['open', 'open', 'open', 'open', 'open', 429, 429, 429])
+    expect(await upgrade('/chat', '2001:db8:3:1::1')).toBe('open')
+  })
+
+  it('subscriptions (3 per identity, over SSE): the 4th address of the /64 is refused', async () => {
+    const statuses: number[] = []
+    for (const address of network(5).slice(0, 4)) {
+      const stream = await openSse(`${example.url}/graphql`, 'subscription { messageAdded { id } }', {
+        'x-forwarded-for': address,
+      })
+      streams.push(stream)
+      statuses.push(stream.status)
+    }
+    expect(statuses).toEqual([200, 200, 200, 429])
   })
 })
