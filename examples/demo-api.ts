@@ -89,7 +89,8 @@ export class Chat {
   }
 
   last(count: number): ChatMessage[] {
-    return this.recent.slice(-Math.max(0, count))
+    // slice(-0) would be the whole list
+    return count > 0 ? this.recent.slice(-count) : []
   }
 
   onMessage(listener: (message: ChatMessage) => void): void {

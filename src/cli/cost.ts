@@ -211,7 +211,12 @@ export function formatExplanation(explanation: CostExplanation): string {
 function arithmetic(field: FieldExplanation): string {
   if (field.total === 0) return ''
   const inner = field.childrenCost > 0 ? `(${field.weight} + ${field.childrenCost})` : `${field.weight}`
-  let text = field.multiplier === 1 ? inner : `${field.multiplier} × ${inner}`
+  let text =
+    field.multiplier === 0
+      ? `${field.weight} (a list of size 0: its weight once)`
+      : field.multiplier === 1
+        ? inner
+        : `${field.multiplier} × ${inner}`
   if (field.argumentsCost > 0) text += ` + ${field.argumentsCost} arguments`
   if (field.mutationCost > 0) text += ` + ${field.mutationCost} mutation`
   const source = field.sizeSource === undefined ? '' : `  [size: ${field.sizeSource}]`

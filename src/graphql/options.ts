@@ -63,8 +63,12 @@ export interface SubscriptionOptions {
 export interface OperationEvent {
   readonly operationName: string | undefined
   readonly operationType: 'query' | 'mutation' | 'subscription'
+  /** The estimate charged before execution (at least `minCost`). */
   readonly requestedCost: number
-  /** Set after execution when known. */
+  /**
+   * Set after execution: what the response really cost (`extensions.cost.actualQueryCost`). Above `requestedCost`
+   * when the estimate was too low; the operation still paid only `requestedCost`.
+   */
   readonly actualCost?: number
   /** The refusal's code, or undefined when the operation ran. In dry-run mode: the refusal that would have been. */
   readonly refused: RefusalCode | undefined

@@ -18,6 +18,7 @@ import {
   selectOperation,
   TooLargeToPriceError,
 } from './cost/costAnalyzer.js'
+import { hidesWork } from './cost/hiddenWork.js'
 import { type FieldLimitDenial, FieldLimits } from './fieldLimits.js'
 import { contextIp } from './identity.js'
 import type { GraphQLContext, MaybePromise, OperationEvent, TollboothGraphQLOptions } from './options.js'
@@ -150,7 +151,8 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         operationName: args.operationName,
         variables: args.variableValues as Record<string, unknown> | null | undefined,
       })
-      pending.cost = pending.priced.cost
+      // Every operation pays at least minCost, so a spent budget refuses even a free-looking one.
+      pending.cost = Math.max(pending.priced.cost, config.minCost)
     } catch (error) {
       if (error instanceof TooLargeToPriceError) {
         const tooLarge = refusal(
@@ -241,7 +243,10 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     return judge(pending, limiter, identity, decision)
   }
 
-  /** A free operation is never refused; its peek only feeds the headers and throttleStatus. */
+  /**
+   * A cost the budget can never hold is the client's error (400, no Retry-After: waiting would not help); a spent
+   * budget is a 429. A free operation (only with `minCost: 0`) is never refused; its peek only feeds the headers.
+   */
   const judge = (
     pending: Pending,
     limiter: RateLimiter,
@@ -250,15 +255,14 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   ): Admission | undefined => {
     const { cost } = pending
     if (!decision.allowed && cost > 0) {
-      const message =
-        cost > limiter.limit
-          ? limitMessage(
-              config,
-              `The operation costs ${cost}, more than the budget can ever hold (${limiter.limit}).`,
-              'The operation costs more than the budget can ever hold.',
-            )
-          : `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
-      const error = rateLimited(config, message, decision, limiter, limitDetails(config, { cost }))
+      const error = budgetRefusal(
+        config,
+        decision,
+        limiter,
+        cost,
+        'The operation',
+        `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`,
+      )
       if (refuse(pending, error, decision)) return undefined
     }
     const { priced, operation, wouldRefuse, context } = pending
@@ -287,13 +291,16 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     return true
   }
 
-  /** After execution: refund what the response did not use, report, add `extensions.cost` and the headers. */
+  /**
+   * After execution: refund what the response did not use, report, add `extensions.cost` and the headers. An
+   * operation pays its actual cost but never more than it was charged: the estimate is what admission checked
+   * against the budget, so an estimate that was too low is reported (`actualQueryCost` above it, the metrics),
+   * not billed afterwards.
+   */
   const settle = (admission: Admission, result: ExecutionResult): ExecutionResult => {
     const { cost, decision, limiter } = admission
-    // Too large to price (dry-run only): nothing to count against, nothing refunded.
-    const actual =
-      admission.priced === undefined ? cost : Math.min(cost, admission.priced.actual(result.data))
-    const refund = charged(decision) ? cost - actual : 0
+    const actual = actualCost(admission, result, config.minCost)
+    const refund = charged(decision) ? cost - Math.min(cost, actual) : 0
     if (refund > 0 && limiter.refundNow?.(admission.identity, refund) === undefined) {
       // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
       limiter.refund(admission.identity, refund).catch(() => {})
@@ -479,6 +486,18 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   }
 }
 
+/**
+ * What an executed operation really cost: its response counted in the cost model (above the estimate when that
+ * was too low), or the whole estimate when an error hid work that ran (see `hidesWork`); never below `minCost`.
+ */
+function actualCost(admission: Admission, result: ExecutionResult, minCost: number): number {
+  const { priced, cost } = admission
+  // Too large to price (dry-run only): nothing to count against.
+  if (priced === undefined) return cost
+  const counted = priced.actual(result.data)
+  return Math.max(hidesWork(result.data, result.errors) ? Math.max(counted, cost) : counted, minCost)
+}
+
 /** The result that answers a refused operation. */
 function refusedResult(
   config: ResolvedConfig,
@@ -560,6 +579,33 @@ function rateLimited(
   return refusal(RefusalCodes.RATE_LIMITED, message, 429, { retryAfter, ...details }, headers)
 }
 
+/**
+ * The refusal of a budget's denial: a 429 with Retry-After (`spentMessage`), or, for a cost above what the budget
+ * can ever hold, a client error without one: waiting would not help.
+ */
+function budgetRefusal(
+  config: ResolvedConfig,
+  decision: Decision,
+  limiter: RateLimiter,
+  cost: number,
+  what: string,
+  spentMessage: string,
+): GraphQLError {
+  if (!decision.neverAllowed) {
+    return rateLimited(config, spentMessage, decision, limiter, limitDetails(config, { cost }))
+  }
+  return refusal(
+    RefusalCodes.COST_LIMIT_EXCEEDED,
+    limitMessage(
+      config,
+      `${what} costs ${cost}, more than the budget can ever hold (${limiter.maxCost}).`,
+      `${what} costs more than the budget can ever hold.`,
+    ),
+    400,
+    limitDetails(config, { cost, budget: limiter.maxCost }),
+  )
+}
+
 /** Retry-After in whole seconds, at least 1 (as `rateLimitHeaders` sends it). */
 function retryAfterSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000))
@@ -581,12 +627,13 @@ function eventCharger(admission: Admission, config: ResolvedConfig) {
     if (decision.allowed || config.dryRun) return
     setResult({
       errors: [
-        rateLimited(
+        budgetRefusal(
           config,
-          'The budget is spent; this event was not delivered.',
           decision,
           admission.limiter,
-          limitDetails(config, { cost: config.costPerEvent }),
+          config.costPerEvent,
+          'An event',
+          'The budget is spent; this event was not delivered.',
         ),
       ],
     })

@@ -43,7 +43,10 @@ export interface PrometheusMetrics {
   readonly limiterHooks: LimiterHooks
   /** `hooks` for a `RedisStore`: latency of successful calls, errors by code, breaker state and transitions. */
   readonly storeHooks: StoreHooks
-  /** `onOperation` for `useTollbooth`: operations by type and refusal, requested and actual cost. */
+  /**
+   * `onOperation` for `useTollbooth`: operations by type and refusal, requested and actual cost, and the operations
+   * whose actual cost was above their estimate.
+   */
   readonly onOperation: (event: OperationEvent) => void
   /**
    * Reports the store's breaker state at every scrape (without it, a store shows up only after its first breaker
@@ -171,6 +174,12 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     buckets: costBuckets,
     registers,
   })
+  const underestimates = new Counter({
+    name: `${prefix}graphql_cost_underestimates_total`,
+    help: 'GraphQL operations whose response cost more than their estimate (a list size set too low), by type.',
+    labelNames: ['operation_type'] as const,
+    registers,
+  })
 
   const webSocketServers = new Map<string, WatchedWebSocketProtection>()
   new Gauge({
@@ -251,7 +260,9 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
       const operation_type = event.operationType
       operations.inc({ operation_type, refused: event.refused ?? 'none', dry_run: String(event.dryRun) })
       requestedCost.observe({ operation_type }, event.requestedCost)
-      if (event.actualCost !== undefined) actualCost.observe({ operation_type }, event.actualCost)
+      if (event.actualCost === undefined) return
+      actualCost.observe({ operation_type }, event.actualCost)
+      if (event.actualCost > event.requestedCost) underestimates.inc({ operation_type })
     },
     watchStore(store) {
       watchedStores.add(store)

@@ -46,8 +46,9 @@ interface PlannedSelection {
 
 /**
  * The cost of what a response really holds, in the same model as the estimate: each object returned costs its
- * weight, lists count their real items, leaves their weight, weighted arguments what was given, root mutation
- * fields `mutationCost`. Nulls cost nothing. Used to refund `estimate − actual` after execution.
+ * weight, lists count their real items (an empty one its weight once), leaves their weight, weighted arguments
+ * what was given, root mutation fields `mutationCost`. Nulls cost nothing: work an error nulled is not in the
+ * response, and `hidesWork` tells the plugin when to charge it anyway. Used to refund `estimate − actual`.
  *
  * A plan is built once per document, operation and value of the cost variables (the analyzer caches it next to
  * the estimate): the walk of each response then only reads values, skipping every field that cannot cost anything.
@@ -109,6 +110,8 @@ export class ResponsePlan {
   private valueCost(field: PlannedField, value: unknown): number {
     if (value === null) return 0
     if (Array.isArray(value)) {
+      // An empty list still ran its resolver: its own weight, as the estimate of a list of size 0.
+      if (value.length === 0) return field.weight
       let sum = 0
       for (const item of value) sum += this.valueCost(field, item)
       return sum

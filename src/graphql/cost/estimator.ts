@@ -94,6 +94,8 @@ function priceField(run: EstimateRun, args: ComplexityEstimatorArgs): FieldPrici
   const multiplier = size?.size ?? 1
   const argumentsCost = weightedInputCost(cost.weightedArguments, args.args)
   const mutationCost = args.type === run.mutationType ? run.settings.mutationCost : 0
+  // A list of size 0 still ran its resolver: the field's own weight is charged once.
+  const valueCost = multiplier === 0 ? cost.weight : (cost.weight + args.childComplexity) * multiplier
   return {
     ...base,
     weight: cost.weight,
@@ -101,7 +103,7 @@ function priceField(run: EstimateRun, args: ComplexityEstimatorArgs): FieldPrici
     sizeSource: size?.source,
     argumentsCost,
     mutationCost,
-    total: (cost.weight + args.childComplexity) * multiplier + argumentsCost + mutationCost,
+    total: valueCost + argumentsCost + mutationCost,
   }
 }
 
@@ -137,7 +139,12 @@ function ownListSize(
   return depth === 1 ? size : { size: size.size ** depth, source: `${size.source}, ^${depth} (nested lists)` }
 }
 
-/** The largest slicing argument given (schema defaults count as given), else `assumedSize`, else the default. */
+/**
+ * The largest slicing argument given (schema defaults count as given), else `assumedSize`, else the default.
+ * A slicing argument below 1 counts as not given: what `first: 0` or `last: -1` returns is the resolver's choice
+ * (nothing, a default page, or everything), and `search(first: 0)` may scan all the same, so it cannot be priced
+ * as an empty list. Priced as an unsliced call, it is refunded down to what the response really held.
+ */
 function listSizeOf(
   run: EstimateRun,
   listSize: ResolvedListSize | undefined,
@@ -146,13 +153,9 @@ function listSizeOf(
   let largest: ListSize | undefined
   for (const path of listSize?.slicingArguments ?? []) {
     const value = readPath(args, path)
-    // A negative slice returns nothing; a fraction cannot be given (Int).
-    if (
-      typeof value === 'number' &&
-      Number.isFinite(value) &&
-      (largest === undefined || value > largest.size)
-    ) {
-      largest = { size: Math.max(value, 0), source: `slicing argument ${path.join('.')} = ${value}` }
+    if (typeof value === 'number' && value >= 1 && (largest === undefined || value > largest.size)) {
+      // Finite: an Int argument. A Float one is rounded up, as a page of 2.5 items holds 3.
+      largest = { size: Math.ceil(value), source: `slicing argument ${path.join('.')} = ${value}` }
     }
   }
   if (largest !== undefined) return largest

@@ -367,7 +367,7 @@ describe('graphql-ws: budget', () => {
     expect(h.runs).toEqual({ subscribes: 1, events: 3, active: 0 })
     expect(await h.remaining()).toBe(100 - SUB_COST)
 
-    // A following query (cost 0: only a scalar) on the same connection reports the same budget.
+    // A following query (only a scalar: minCost, 1) on the same connection draws on the same budget.
     const query = subscribeWs(client, '{ budget }')
     expect(await within(query.ended, 5_000, 'the query')).toBeUndefined()
     expect(query.results).toEqual([
@@ -375,9 +375,13 @@ describe('graphql-ws: budget', () => {
         data: { budget: 1 },
         extensions: {
           cost: {
-            requestedQueryCost: 0,
-            actualQueryCost: 0,
-            throttleStatus: { maximumAvailable: 100, currentlyAvailable: 93, restoreRate: REFILL },
+            requestedQueryCost: 1,
+            actualQueryCost: 1,
+            throttleStatus: {
+              maximumAvailable: 100,
+              currentlyAvailable: 100 - SUB_COST - 1,
+              restoreRate: REFILL,
+            },
           },
         },
       },
@@ -386,7 +390,7 @@ describe('graphql-ws: budget', () => {
     // A second subscription is charged again.
     const again = subscribeWs(client, ticksQuery(1))
     expect(await within(again.ended, 5_000, 'the second subscription')).toBeUndefined()
-    expect(await h.remaining()).toBe(100 - 2 * SUB_COST)
+    expect(await h.remaining()).toBe(100 - 2 * SUB_COST - 1)
   })
 
   it('refuses a subscription the budget cannot pay: RATE_LIMITED with retryAfter, no resolver run', async () => {
@@ -422,8 +426,8 @@ describe('graphql-ws: budget', () => {
     const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(1))
     expect(await within(op.ended, 5_000, 'the refused subscription')).toBeUndefined()
     const error = refusalOf(op.results[0])
-    expect(error.extensions.code).toBe('RATE_LIMITED')
-    expect(typeof error.extensions.retryAfter).toBe('number')
+    // A client error: no retryAfter, since waiting would not help.
+    expect(error.extensions).toEqual({ code: 'COST_LIMIT_EXCEEDED', cost: SUB_COST, budget: SUB_COST - 1 })
     expect(error.message).toBe(
       `The operation costs ${SUB_COST}, more than the budget can ever hold (${SUB_COST - 1}).`,
     )
@@ -629,7 +633,7 @@ describe('SSE through Yoga', () => {
     expect(h.runs).toEqual({ subscribes: 1, events: 3, active: 0 })
     expect(await h.remaining()).toBe(100 - SUB_COST)
 
-    // A following query over HTTP sees the same budget (same client IP, same identity).
+    // A following query over HTTP (minCost, 1) draws on the same budget (same client IP, same identity).
     const response = await fetch(h.httpUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
@@ -639,7 +643,7 @@ describe('SSE through Yoga', () => {
     const body = (await response.json()) as ExecutionResult & {
       extensions: { cost: { throttleStatus: { currentlyAvailable: number } } }
     }
-    expect(body.extensions.cost.throttleStatus.currentlyAvailable).toBe(100 - SUB_COST)
+    expect(body.extensions.cost.throttleStatus.currentlyAvailable).toBe(100 - SUB_COST - 1)
   })
 
   it('refuses a subscription over budget: HTTP 429 with Retry-After, one RATE_LIMITED event, no resolver run', async () => {

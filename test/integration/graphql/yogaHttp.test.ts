@@ -361,16 +361,22 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(server.calls.users).toBe(before.users + 1)
   })
 
-  it('an operation costing more than the bucket can ever hold is refused with 429, running nothing', async () => {
+  it('an operation costing more than the bucket can ever hold is refused with 400 and no Retry-After, running nothing', async () => {
     const limiter = bucket('too-big', 10, 0.01)
     const server = await startServer({ limiter, store: fixture.store })
 
     const refused = await server.post({ query: EIGHT_USERS_ONE_FRIEND })
-    expect(refused.status).toBe(429)
+    // Waiting would not help: a client error, with the budget's size, and nothing telling the client to retry.
+    expect(refused.status).toBe(400)
+    expect(refused.headers.get('retry-after')).toBeNull()
     expect(refused.body.errors?.[0]?.message).toBe(
       'The operation costs 16, more than the budget can ever hold (10).',
     )
-    expect(refused.body.errors?.[0]?.extensions).toMatchObject({ code: 'RATE_LIMITED', cost: 16 })
+    expect(refused.body.errors?.[0]?.extensions).toEqual({
+      code: 'COST_LIMIT_EXCEEDED',
+      cost: 16,
+      budget: 10,
+    })
     expect(totalCalls(server.calls)).toBe(0)
     expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(10)
   })
@@ -453,15 +459,19 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     const server = await startServer({ limiter, store: fixture.store, exposeLimits: false })
 
     const refused = await server.post({ query: '{ users(first: 20) { id } }' }) // costs 20, the bucket holds 10
-    expect(refused.status).toBe(429)
+    expect(refused.status).toBe(400)
     expect(refused.body.errors?.[0]?.message).toBe('The operation costs more than the budget can ever hold.')
-    expect(Object.keys(refused.body.errors?.[0]?.extensions ?? {}).sort()).toEqual(['code', 'retryAfter'])
+    expect(refused.body.errors?.[0]?.extensions).toEqual({ code: 'COST_LIMIT_EXCEEDED' })
     expect(totalCalls(server.calls)).toBe(0)
   })
 
   it('dry-run: an over-budget operation still runs, with wouldRefuse, status 200 and nothing charged', async () => {
-    const limiter = bucket('dry-run', 10, 0.01)
+    const limiter = bucket('dry-run', 50, 0.01)
     const server = await startServer({ limiter, store: fixture.store, mode: 'dry-run' })
+    // 16 spent: 34 left, less than the 40 the next operation costs.
+    expect((await server.post({ query: EIGHT_USERS_ONE_FRIEND })).body.extensions?.cost?.wouldRefuse).toBe(
+      undefined,
+    )
 
     const reply = await server.post({ query: USERS_WITH_FRIENDS })
     expect(reply.status).toBe(200)
@@ -470,33 +480,41 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     expect(reply.body.extensions?.cost).toEqual({
       requestedQueryCost: 40,
       actualQueryCost: 24,
-      throttleStatus: { maximumAvailable: 10, currentlyAvailable: 10, restoreRate: 0.01 },
+      throttleStatus: { maximumAvailable: 50, currentlyAvailable: 34, restoreRate: 0.01 },
       wouldRefuse: 'RATE_LIMITED',
     })
-    expect(server.calls).toEqual({ users: 1, friends: 8, login: 0, ping: 0 })
+    expect(server.calls).toEqual({ users: 2, friends: 16, login: 0, ping: 0 })
     // The refused consume spent nothing.
-    expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(10)
+    expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(34)
 
     // Within budget: no wouldRefuse.
     const within = await server.post({ query: EIGHT_USERS })
     expect(within.body.extensions?.cost).toEqual({
       requestedQueryCost: 8,
       actualQueryCost: 8,
-      throttleStatus: { maximumAvailable: 10, currentlyAvailable: 2, restoreRate: 0.01 },
+      throttleStatus: { maximumAvailable: 50, currentlyAvailable: 26, restoreRate: 0.01 },
     })
+
+    // More than the budget can ever hold: runs too, with the refusal enforcement would answer.
+    const never = await startServer({ limiter: bucket('dry-run-never', 10, 0.01), mode: 'dry-run' })
+    const tooBig = await never.post({ query: USERS_WITH_FRIENDS })
+    expect(tooBig.status).toBe(200)
+    expect(tooBig.body.data?.users).toHaveLength(8)
+    expect(tooBig.body.extensions?.cost?.wouldRefuse).toBe('COST_LIMIT_EXCEEDED')
   })
 
   it('dry-run: the 200 answer of an operation enforcement would refuse carries no Retry-After', async () => {
     // Dry-run must be invisible to clients: a Retry-After on a 200 tells well-behaved clients to back off.
     // (Fails as of 4385cbd: settle() builds the headers from the denied decision, allowed: false.)
-    const limiter = bucket('dry-run-headers', 10, 0.01)
+    const limiter = bucket('dry-run-headers', 20, 0.01)
     const server = await startServer({ limiter, store: fixture.store, mode: 'dry-run' })
+    await server.post({ query: EIGHT_USERS_ONE_FRIEND }) // 16 of 20 spent
 
     const reply = await server.post({ query: EIGHT_USERS_ONE_FRIEND })
     expect(reply.status).toBe(200)
     expect(reply.body.extensions?.cost?.wouldRefuse).toBe('RATE_LIMITED')
-    expect(reply.headers.get('ratelimit-policy')).toBe(`"${limiter.name}";q=10;w=1000`)
-    expect(rateLimitFields(reply.headers.get('ratelimit')).r).toBe(10)
+    expect(reply.headers.get('ratelimit-policy')).toBe(`"${limiter.name}";q=20;w=2000`)
+    expect(rateLimitFields(reply.headers.get('ratelimit')).r).toBe(4)
     expect(reply.headers.get('retry-after')).toBeNull()
   })
 

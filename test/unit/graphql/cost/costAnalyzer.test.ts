@@ -604,7 +604,8 @@ describe('CostAnalyzer.actual', () => {
     }
     expect(actual(query, data)).toBe(5) // 3 books + 2 authors; book null 0
     expect(new CostAnalyzer().estimate({ schema, document: parse(query) })).toBe(11) // 5 × (1 + 1) + 1
-    expect(actual('{ books(first: 5) { title } }', { books: [] })).toBe(0)
+    // An empty list: its resolver ran, so the field's weight once (Book: 1)
+    expect(actual('{ books(first: 5) { title } }', { books: [] })).toBe(1)
     expect(actual('{ tags }', { tags: ['a', 'b'] })).toBe(0) // scalars
   })
 
@@ -621,7 +622,8 @@ describe('CostAnalyzer.actual', () => {
         },
       }),
     ).toBe(5)
-    expect(actual('{ matrix { v } }', { matrix: [[{ v: 1 }, { v: 2 }], [], [{ v: 3 }]] })).toBe(3) // 3 cells
+    // 3 cells + the empty row's weight once
+    expect(actual('{ matrix { v } }', { matrix: [[{ v: 1 }, { v: 2 }], [], [{ v: 3 }]] })).toBe(4)
     // book 1 + summary 5 + editor 7 + isbn 4 (provided, so charged) = 17
     expect(
       actual('{ bookBy(isbn: "x") { summary { text } editor { name } } }', {

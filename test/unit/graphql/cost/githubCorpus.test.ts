@@ -126,9 +126,16 @@ function translateListSizes(schema: GraphQLSchema, yamlText: string) {
   return { costs: costs as CostMap, resolvers, matchedBy }
 }
 
-/** Independent of the analyzer: every non-null object in the response costs 1 (each list item), scalars 0. */
+/**
+ * Independent of the analyzer: every non-null object in the response costs 1 (each list item), scalars 0, and an
+ * empty list 1 (its resolver ran: the field's weight once, which is 1 for a list of objects in this schema; an
+ * empty list of scalars would weigh 0, and would show here as a mismatch).
+ */
 function countObjects(value: unknown): number {
-  if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + countObjects(item), 0)
+  if (Array.isArray(value)) {
+    if (value.length === 0) return 1
+    return value.reduce((sum: number, item) => sum + countObjects(item), 0)
+  }
   if (value !== null && typeof value === 'object') {
     return 1 + Object.values(value).reduce((sum: number, child) => sum + countObjects(child), 0)
   }
@@ -420,5 +427,7 @@ describe('GitHub corpus (Cha et al.): estimates bound the real cost', () => {
     expect(realCost({ a: { x: 1 }, b: [{ y: 'z' }, null, { y: null }], c: { e: { f: 2 } }, d: [1, 2] })).toBe(
       5,
     )
+    // an empty list: 1 for the resolver that ran; an object holding one: 1 + 1
+    expect(realCost({ a: [], b: { c: [] } })).toBe(3)
   })
 })
