@@ -1,8 +1,10 @@
 import { isIP } from 'node:net'
 import ipaddr from 'ipaddr.js'
 import { invalidOption } from '../core/errors.js'
+import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 
 const OWNER = 'ipKey'
+const OPTIONS = optionNames<IpKeyOptions>({ ipv6Prefix: true, ipv4Prefix: true })
 
 export interface IpKeyOptions {
   /** IPv6 addresses are grouped by this network prefix (integer 1..128). Default 64: one key per /64 subnet. */
@@ -26,6 +28,7 @@ export interface IpKeyOptions {
  * Throws `TOLLBOOTH_ERR_INVALID_OPTION` on an invalid prefix option.
  */
 export function ipKey(ip: string, options?: IpKeyOptions): string {
+  checkOptionKeys(OWNER, options, OPTIONS)
   const v6Prefix = prefixOption('ipv6Prefix', options?.ipv6Prefix, 64, 128)
   const v4Prefix = prefixOption('ipv4Prefix', options?.ipv4Prefix, 32, 32)
   if (typeof ip !== 'string') return 'unknown'
