@@ -12,9 +12,16 @@ import {
   specifiedRules,
   validate,
 } from 'graphql'
-import { type CostAnalysisOptions, CostAnalyzer, selectOperation } from '../graphql/cost/costAnalyzer.js'
+import { checkTollboothOptionKeys } from '../graphql/config.js'
+import {
+  type CostAnalysisOptions,
+  CostAnalyzer,
+  costAnalysisOptions,
+  selectOperation,
+} from '../graphql/cost/costAnalyzer.js'
 import type { CostExplanation, FieldExplanation } from '../graphql/cost/explain.js'
 import { costDirectivesTypeDefs } from '../graphql/index.js'
+import type { TollboothGraphQLOptions } from '../graphql/options.js'
 import type { CliIo } from './io.js'
 
 const USAGE =
@@ -50,7 +57,7 @@ export async function runCost(argv: string[], io: CliIo): Promise<number> {
           : `${queryFile}: no operation named "${values.operation}"`,
       )
     }
-    const analyzer = new CostAnalyzer(options)
+    const analyzer = new CostAnalyzer(costAnalysisOptions(options))
     let explanation: CostExplanation
     try {
       explanation = analyzer.explain({ schema, document, operationName: values.operation, variables })
@@ -180,6 +187,12 @@ async function loadConfig(file: string): Promise<CostAnalysisOptions> {
   }
   if (config === null || typeof config !== 'object') {
     throw new InputError(`${file}: must export (default) an object of useTollbooth cost options`)
+  }
+  // The object useTollbooth gets: its other keys (limiter, limits, …) are allowed here, and unknown ones refused.
+  try {
+    checkTollboothOptionKeys(config as TollboothGraphQLOptions)
+  } catch (error) {
+    throw new InputError(`${file}: ${(error as Error).message}`)
   }
   return config as CostAnalysisOptions
 }

@@ -1,4 +1,5 @@
 import type { BreakerState } from './hooks.js'
+import { checkOptionKeys, optionNames } from './knownOptions.js'
 import { positiveInteger } from './validate.js'
 
 export interface CircuitBreakerOptions {
@@ -7,6 +8,8 @@ export interface CircuitBreakerOptions {
   /** How long an open breaker refuses calls before letting one probe through, in milliseconds. @default 1000 */
   cooldownMs?: number
 }
+
+const OPTIONS = optionNames<CircuitBreakerOptions>({ failureThreshold: true, cooldownMs: true })
 
 /**
  * Stops calling a failing store. Closed: calls go through; `failureThreshold` consecutive failures open it. Open:
@@ -25,6 +28,7 @@ export class CircuitBreaker {
     options: CircuitBreakerOptions,
     private readonly onChange: (from: BreakerState, to: BreakerState) => void,
   ) {
+    checkOptionKeys(owner, options, OPTIONS, 'breaker')
     this.failureThreshold = positiveInteger(owner, 'breaker.failureThreshold', options.failureThreshold ?? 5)
     this.cooldownMs = positiveInteger(owner, 'breaker.cooldownMs', options.cooldownMs ?? 1000)
   }

@@ -8,6 +8,7 @@ import {
   isStoreFailure,
 } from './failPolicy.js'
 import { emit, type LimiterHooks } from './hooks.js'
+import { checkOptionKeys, type OptionKeys } from './knownOptions.js'
 import { MemoryStore } from './stores/memoryStore.js'
 import type { Reply, Store, StoreRequest } from './stores/store.js'
 import { oneOf, positiveInteger } from './validate.js'
@@ -25,6 +26,16 @@ export interface LimiterOptions {
   /** Most keys of the in-process limiter used by `failPolicy: 'local'`. @default 10000 */
   localMaxKeys?: number
   hooks?: LimiterHooks
+}
+
+/** The options every limiter takes; each factory adds its own to these. */
+export const limiterOptionKeys: OptionKeys<LimiterOptions> = {
+  name: true,
+  store: true,
+  failPolicy: true,
+  failClosedRetryAfterMs: true,
+  localMaxKeys: true,
+  hooks: true,
 }
 
 /** How a store reply is read: the store step, the policy's quota and whether the reply's delay is meaningful. */
@@ -46,9 +57,15 @@ export function storeOption(owner: string, store: Store | undefined): Store {
   return store
 }
 
-export function resolveLimiterOptions(owner: string, options: LimiterOptions): ResolvedLimiterOptions {
+/** Checks and resolves the options every limiter takes; `known` lists every key of the factory's options. */
+export function resolveLimiterOptions(
+  owner: string,
+  options: LimiterOptions,
+  known: readonly string[],
+): ResolvedLimiterOptions {
   if (options === null || typeof options !== 'object')
     throw invalidOption(owner, 'options', 'an object', options)
+  checkOptionKeys(owner, options, known)
   const { name, store } = options
   // Braces would break the Redis Cluster hash tag that follows the name in every key.
   if (typeof name !== 'string' || name.length === 0 || name.length > 128 || /[{}]/.test(name)) {

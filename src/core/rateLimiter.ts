@@ -1,7 +1,13 @@
 import type { RateLimitPolicy } from '../http/rateLimitHeaders.js'
 import type { Decision } from './decision.js'
 import { DenyCache } from './denyCache.js'
-import { LimiterBase, type LimiterOptions, type ResolvedLimiterOptions } from './limiterBase.js'
+import { checkOptionKeys, type OptionKeys, optionNames } from './knownOptions.js'
+import {
+  LimiterBase,
+  type LimiterOptions,
+  limiterOptionKeys,
+  type ResolvedLimiterOptions,
+} from './limiterBase.js'
 import type { AlgorithmName, StoreRequest } from './stores/store.js'
 import { positiveInteger, validAmount, validKey } from './validate.js'
 
@@ -13,6 +19,13 @@ export interface RateLimiterOptions extends LimiterOptions {
    */
   denyCache?: boolean | { maxKeys?: number }
 }
+
+/** The options every rate limiter takes; each factory adds its own to these. */
+export const rateLimiterOptionKeys: OptionKeys<RateLimiterOptions> = { ...limiterOptionKeys, denyCache: true }
+
+const DENY_CACHE_OPTIONS = optionNames<Exclude<RateLimiterOptions['denyCache'], boolean | undefined>>({
+  maxKeys: true,
+})
 
 /** How one algorithm maps costs to store arguments. */
 export interface RateAlgorithm {
@@ -138,6 +151,7 @@ function createDenyCache(
   storeKind: 'memory' | 'remote',
   option: RateLimiterOptions['denyCache'],
 ): DenyCache | undefined {
+  checkOptionKeys(owner, option, DENY_CACHE_OPTIONS, 'denyCache')
   // A memory store answers as fast as the cache would.
   if (option === false || storeKind === 'memory') return undefined
   const maxKeys = typeof option === 'object' ? option.maxKeys : undefined

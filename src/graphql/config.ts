@@ -1,14 +1,88 @@
 import { invalidOption } from '../core/errors.js'
+import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { storeOption } from '../core/limiterBase.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import type { Store } from '../core/stores/store.js'
 import { nonNegativeInteger, oneOf, positiveInteger } from '../core/validate.js'
 import { type ClientIpResolver, createClientIpResolver } from '../identity/clientIp.js'
 import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../identity/ipKey.js'
+import { costAnalysisOptionKeys } from './cost/costAnalyzer.js'
+import { checkCostMapKeys } from './cost/costModel.js'
 import { ipIdentity } from './identity.js'
-import type { GraphQLContext, OperationEvent, TollboothGraphQLOptions } from './options.js'
+import type {
+  FieldLimitConfig,
+  GraphQLContext,
+  GuardLimits,
+  OperationEvent,
+  SubscriptionOptions,
+  TollboothGraphQLOptions,
+} from './options.js'
 
 const OWNER = 'useTollbooth'
+
+const OPTIONS = optionNames<TollboothGraphQLOptions>({
+  ...costAnalysisOptionKeys,
+  limiter: true,
+  identify: true,
+  trustProxy: true,
+  ipv6Prefix: true,
+  ipv4Prefix: true,
+  maxCost: true,
+  minCost: true,
+  exposeLimits: true,
+  costExtension: true,
+  headers: true,
+  limits: true,
+  fieldLimits: true,
+  store: true,
+  name: true,
+  hooks: true,
+  subscriptions: true,
+  mode: true,
+  onOperation: true,
+})
+const LIMITS_OPTIONS = optionNames<GuardLimits>({
+  maxCharacters: true,
+  maxTokens: true,
+  maxNesting: true,
+  maxDepth: true,
+  maxIntrospectionDepth: true,
+  maxAliases: true,
+  maxDirectives: true,
+  maxRootFields: true,
+  maxBatchSize: true,
+})
+const SUBSCRIPTIONS_OPTIONS = optionNames<SubscriptionOptions>({
+  costPerEvent: true,
+  maxPerIdentity: true,
+  leaseMs: true,
+})
+const FIELD_LIMIT_OPTIONS = optionNames<FieldLimitConfig>({
+  limit: true,
+  windowMs: true,
+  by: true,
+  failPolicy: true,
+  ipv6Prefix: true,
+  ipv4Prefix: true,
+})
+
+/**
+ * Refuses a key unknown to `useTollbooth` anywhere in its options: the top level, `limits`, `subscriptions`, each
+ * `fieldLimits` entry, each `costs` entry and its `listSize`. Values that are not objects are left to the checks
+ * of their values.
+ */
+export function checkTollboothOptionKeys(options: TollboothGraphQLOptions): void {
+  checkOptionKeys(OWNER, options, OPTIONS)
+  checkOptionKeys(OWNER, options.limits, LIMITS_OPTIONS, 'limits')
+  checkOptionKeys(OWNER, options.subscriptions, SUBSCRIPTIONS_OPTIONS, 'subscriptions')
+  const { fieldLimits, costs } = options
+  if (typeof fieldLimits === 'object' && fieldLimits !== null) {
+    for (const [coordinate, config] of Object.entries(fieldLimits)) {
+      checkOptionKeys(OWNER, config, FIELD_LIMIT_OPTIONS, `fieldLimits["${coordinate}"]`)
+    }
+  }
+  if (typeof costs === 'object' && costs !== null) checkCostMapKeys(costs)
+}
 
 /** The options with every default applied and every value checked, built once by `useTollbooth`. */
 export interface ResolvedConfig {
@@ -43,6 +117,7 @@ export interface ResolvedConfig {
 export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig {
   if (options === null || typeof options !== 'object')
     throw invalidOption(OWNER, 'options', 'an object', options)
+  checkTollboothOptionKeys(options)
   const limits = options.limits ?? {}
   if (typeof limits !== 'object' || limits === null) throw invalidOption(OWNER, 'limits', 'an object', limits)
   const subscriptions = options.subscriptions ?? {}

@@ -14,6 +14,7 @@ import { rateLimitHeaders } from '../http/rateLimitHeaders.js'
 import { type ResolvedConfig, resolveConfig } from './config.js'
 import {
   CostAnalyzer,
+  costAnalysisOptions,
   type PricedOperation,
   selectOperation,
   TooLargeToPriceError,
@@ -93,7 +94,8 @@ function decide(limiter: RateLimiter, identity: string, cost: number): MaybeProm
  */
 export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   const config = resolveConfig(options)
-  const analyzer = new CostAnalyzer(options)
+  // resolveConfig has refused keys unknown to useTollbooth; the analyzer gets its own and refuses any other.
+  const analyzer = new CostAnalyzer(costAnalysisOptions(options))
   const fieldLimits = new FieldLimits(
     options.fieldLimits ?? {},
     config.store,

@@ -1,5 +1,6 @@
 import type { Decision } from '../core/decision.js'
 import { invalidOption } from '../core/errors.js'
+import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 
 const OWNER = 'rateLimitHeaders'
 
@@ -30,6 +31,8 @@ export interface RateLimitHeadersOptions {
   legacy?: boolean
 }
 
+const OPTIONS = optionNames<RateLimitHeadersOptions>({ legacy: true })
+
 /**
  * Response headers for one decision under one policy, per draft-ietf-httpapi-ratelimit-headers (-08 to -11):
  *
@@ -52,6 +55,7 @@ export function rateLimitHeaders(
   policy: RateLimitPolicy,
   options?: RateLimitHeadersOptions,
 ): Record<string, string> {
+  checkOptionKeys(OWNER, options, OPTIONS)
   const { name, policyItem, pk } = policyParts(policy)
   const remaining = clampInteger(Math.floor(decision.remaining))
   let reset = seconds(decision.resetMs)

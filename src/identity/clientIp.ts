@@ -3,6 +3,7 @@ import { isIP, isIPv4 } from 'node:net'
 import ipaddr from 'ipaddr.js'
 import proxyAddr from 'proxy-addr'
 import { ErrorCodes, invalidOption, TollboothError } from '../core/errors.js'
+import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 
 const OWNER = 'clientIp'
 
@@ -33,6 +34,8 @@ export interface ClientIpOptions {
   trustProxy?: TrustProxy
 }
 
+const OPTIONS = optionNames<ClientIpOptions>({ trustProxy: true })
+
 /** The part of a Node `IncomingMessage` that is read. */
 export interface ClientIpRequest {
   readonly socket?: { readonly remoteAddress?: string | undefined } | null | undefined
@@ -56,6 +59,7 @@ export function createClientIpResolver(options?: ClientIpOptions): ClientIpResol
   if (options != null && typeof options !== 'object') {
     throw invalidOption(OWNER, 'options', 'an object', options)
   }
+  checkOptionKeys(OWNER, options, OPTIONS)
   const trust = compileTrust(options?.trustProxy)
   if (trust === null) {
     return (req) => {

@@ -1,8 +1,10 @@
 import { isIP } from 'node:net'
 import ipaddr from 'ipaddr.js'
 import { invalidOption } from '../core/errors.js'
+import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 
 const OWNER = 'ipKey'
+const OPTIONS = optionNames<IpKeyOptions>({ ipv6Prefix: true, ipv4Prefix: true })
 
 export interface IpKeyOptions {
   /** IPv6 addresses are grouped by this network prefix (integer 1..128). Default 64: one key per /64 subnet. */
@@ -26,6 +28,7 @@ export interface IpKeyOptions {
  * Throws `TOLLBOOTH_ERR_INVALID_OPTION` on an invalid prefix option.
  */
 export function ipKey(ip: string, options?: IpKeyOptions): string {
+  checkOptionKeys(OWNER, options, OPTIONS)
   const { ipv6Prefix, ipv4Prefix } = resolveIpKeyOptions(options)
   return keyOf(ip, ipv6Prefix, ipv4Prefix)
 }
@@ -36,6 +39,7 @@ export function ipKey(ip: string, options?: IpKeyOptions): string {
  * Throws `TOLLBOOTH_ERR_INVALID_OPTION` on an invalid prefix option.
  */
 export function createIpKeyer(options?: IpKeyOptions): (ip: string) => string {
+  checkOptionKeys(OWNER, options, OPTIONS)
   const { ipv6Prefix, ipv4Prefix } = resolveIpKeyOptions(options)
   return (ip) => keyOf(ip, ipv6Prefix, ipv4Prefix)
 }

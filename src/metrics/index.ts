@@ -8,6 +8,7 @@
 import { Counter, Gauge, Histogram, type Registry, register } from 'prom-client'
 import { invalidOption } from '../core/errors.js'
 import type { BreakerState, DecisionEvent, LimiterHooks, StoreHooks } from '../core/hooks.js'
+import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import type { OperationEvent } from '../graphql/options.js'
 
 export interface PrometheusMetricsOptions {
@@ -65,6 +66,12 @@ export interface PrometheusMetrics {
 }
 
 const OWNER = 'createPrometheusMetrics'
+const OPTIONS = optionNames<PrometheusMetricsOptions>({
+  registry: true,
+  prefix: true,
+  storeDurationBuckets: true,
+  costBuckets: true,
+})
 const BREAKER_STATES: readonly BreakerState[] = ['closed', 'half-open', 'open']
 /** Close codes kept as label values; any other (a client may send any code from 3000 to 4999) is `other`. */
 const KNOWN_CLOSE_CODES = new Set([
@@ -93,6 +100,7 @@ const FAIL_POLICY_SOURCES: Readonly<Record<string, string>> = {
 export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}): PrometheusMetrics {
   if (options === null || typeof options !== 'object')
     throw invalidOption(OWNER, 'options', 'an object', options)
+  checkOptionKeys(OWNER, options, OPTIONS)
   const registry = options.registry ?? register
   const prefix = options.prefix ?? 'tollbooth_'
   if (typeof prefix !== 'string' || !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(prefix)) {

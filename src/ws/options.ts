@@ -3,6 +3,7 @@ import type { WebSocket } from 'ws'
 import { invalidOption } from '../core/errors.js'
 import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
 import type { LimiterHooks } from '../core/hooks.js'
+import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import type { Store } from '../core/stores/store.js'
 import { nonNegativeInteger, oneOf, positiveInteger, positiveNumber } from '../core/validate.js'
 import type { TrustProxy } from '../identity/clientIp.js'
@@ -103,10 +104,47 @@ export interface ResolvedWebSocketOptions {
 
 const owner = 'protectWebSocketServer'
 
+const OPTIONS = optionNames<ProtectWebSocketOptions>({
+  identify: true,
+  trustProxy: true,
+  ipv6Prefix: true,
+  ipv4Prefix: true,
+  store: true,
+  failPolicy: true,
+  name: true,
+  hooks: true,
+  maxConnectionsPerIdentity: true,
+  leaseMs: true,
+  handshakesPerIp: true,
+  maxConnections: true,
+  maxMessageBytes: true,
+  messagesPerSecond: true,
+  messageBurst: true,
+  dropsBeforeClose: true,
+  abuseFactor: true,
+  identityMessages: true,
+  maxBufferedBytes: true,
+  heartbeatMs: true,
+  maxSubscriptionsPerConnection: true,
+  onDrop: true,
+})
+const HANDSHAKES_OPTIONS = optionNames<
+  Exclude<ProtectWebSocketOptions['handshakesPerIp'], false | undefined>
+>({
+  capacity: true,
+  refillPerSecond: true,
+})
+const IDENTITY_MESSAGES_OPTIONS = optionNames<
+  Exclude<ProtectWebSocketOptions['identityMessages'], false | undefined>
+>({ capacity: true, refillPerSecond: true, batch: true })
+
 /** Validates every option once, at startup, and freezes the result. */
 export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): ResolvedWebSocketOptions {
   if (options === null || typeof options !== 'object')
     throw invalidOption(owner, 'options', 'an object', options)
+  checkOptionKeys(owner, options, OPTIONS)
+  checkOptionKeys(owner, options.handshakesPerIp, HANDSHAKES_OPTIONS, 'handshakesPerIp')
+  checkOptionKeys(owner, options.identityMessages, IDENTITY_MESSAGES_OPTIONS, 'identityMessages')
   if (options.identify !== undefined && typeof options.identify !== 'function') {
     throw invalidOption(owner, 'identify', 'a function (req) => identity', options.identify)
   }

@@ -79,4 +79,16 @@ describe('allOf options', () => {
       expect(() => allOf(limiters)).toThrow(expect.objectContaining({ code: 'TOLLBOOTH_ERR_INVALID_OPTION' }))
     }
   })
+
+  it('refuses an unknown option, naming the closest known one', () => {
+    const limiter = tokenBucket({ name: 'a', capacity: 1, refillPerSecond: 1 })
+    // `as never`: what JavaScript would pass (TypeScript refuses an object with no key in common with the type).
+    const options = { failpolicy: 'closed' } as never
+    expect(() => allOf([limiter], options)).toThrow(
+      expect.objectContaining({
+        code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+        message: 'allOf: unknown option "failpolicy" (did you mean "failPolicy"?)',
+      }),
+    )
+  })
 })

@@ -7,6 +7,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { basename, extname } from 'node:path'
+import { closestName } from '../../core/knownOptions.js'
 import { formatTime } from './replay.js'
 
 /** One request: when it arrives and which key (client) it is counted against. */
@@ -162,9 +163,7 @@ export function parsePattern(json: unknown, file: string): Pattern {
     return fail(`expected an object like { "events": [{ "at": 0, "count": 1 }] }, got ${describeValue(json)}`)
   }
   for (const field of Object.keys(json)) {
-    if (!TOP_LEVEL_FIELDS.includes(field)) {
-      fail(`unknown field "${field}" (allowed: ${TOP_LEVEL_FIELDS.join(', ')})`)
-    }
+    if (!TOP_LEVEL_FIELDS.includes(field)) fail(`unknown field "${field}" (${hint(field, TOP_LEVEL_FIELDS)})`)
   }
   const name = json.name ?? basename(file, extname(file))
   if (typeof name !== 'string' || !/^[\w.-]{1,64}$/.test(name)) {
@@ -191,7 +190,7 @@ export function parsePattern(json: unknown, file: string): Pattern {
     if (!isObject(event)) fail(`${where} must be an object like { "at": 0 }, got ${describeValue(event)}`)
     for (const field of Object.keys(event)) {
       if (!EVENT_FIELDS.includes(field))
-        fail(`${where}: unknown field "${field}" (allowed: ${EVENT_FIELDS.join(', ')})`)
+        fail(`${where}: unknown field "${field}" (${hint(field, EVENT_FIELDS)})`)
     }
     const at = event.at
     if (typeof at !== 'number' || !Number.isFinite(at) || at < 0) {
@@ -217,6 +216,12 @@ export function parsePattern(json: unknown, file: string): Pattern {
     if (durationMs <= last) fail(`"durationMs" (${durationMs}) must be after the last event (at ${last})`)
   }
   return { name, description, durationMs, requests, policy }
+}
+
+/** What an unknown field was probably meant to be, else the fields allowed where it stands. */
+function hint(field: string, allowed: readonly string[]): string {
+  const closest = closestName(field, allowed)
+  return closest === undefined ? `allowed: ${allowed.join(', ')}` : `did you mean "${closest}"?`
 }
 
 function positiveInteger(value: unknown, what: string, fail: (what: string) => never): number {

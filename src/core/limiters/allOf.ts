@@ -8,6 +8,7 @@ import {
   isStoreFailure,
 } from '../failPolicy.js'
 import { emit, type LimiterHooks } from '../hooks.js'
+import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { RateLimiter } from '../rateLimiter.js'
 import { MemoryStore } from '../stores/memoryStore.js'
 import type { Reply, Store } from '../stores/store.js'
@@ -25,6 +26,13 @@ export interface AllOfOptions {
   failClosedRetryAfterMs?: number
   hooks?: LimiterHooks
 }
+
+const OPTIONS = optionNames<AllOfOptions>({
+  name: true,
+  failPolicy: true,
+  failClosedRetryAfterMs: true,
+  hooks: true,
+})
 
 /** A combined decision: the governing policy's numbers, plus every policy's own decision (for headers). */
 export interface CombinedDecision extends Decision {
@@ -80,6 +88,7 @@ export class CombinedLimiter {
     if (new Set(names).size !== names.length) {
       throw invalidOption(owner, 'limiters', 'limiters with distinct names', names.join(', '))
     }
+    checkOptionKeys(owner, options, OPTIONS)
     this.limiters = Object.freeze([...limiters])
     this.maxCost = Math.min(...limiters.map((limiter) => limiter.maxCost))
     this.store = store

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Decision } from '../decision.js'
-import { LimiterBase, type LimiterOptions, resolveLimiterOptions } from '../limiterBase.js'
+import { optionNames } from '../knownOptions.js'
+import { LimiterBase, type LimiterOptions, limiterOptionKeys, resolveLimiterOptions } from '../limiterBase.js'
 import type { Store } from '../stores/store.js'
 import { positiveInteger, validKey } from '../validate.js'
 
@@ -13,6 +14,8 @@ export interface ConcurrencyLimitOptions extends LimiterOptions {
    */
   leaseMs: number
 }
+
+const OPTIONS = optionNames<ConcurrencyLimitOptions>({ ...limiterOptionKeys, max: true, leaseMs: true })
 
 /** An `acquire` decision. When allowed, the slot is held until `release()` or until the lease expires. */
 export interface Lease extends Decision {
@@ -40,7 +43,7 @@ export class ConcurrencyLimiter extends LimiterBase {
 
   constructor(options: ConcurrencyLimitOptions) {
     const owner = 'concurrencyLimit'
-    super(resolveLimiterOptions(owner, options))
+    super(resolveLimiterOptions(owner, options, OPTIONS))
     this.limit = positiveInteger(owner, 'max', options.max)
     this.leaseMs = positiveInteger(owner, 'leaseMs', options.leaseMs)
     this.leaseUs = this.leaseMs * 1000

@@ -1,5 +1,6 @@
+import { optionNames } from '../knownOptions.js'
 import { resolveLimiterOptions } from '../limiterBase.js'
-import { RateLimiter, type RateLimiterOptions } from '../rateLimiter.js'
+import { RateLimiter, type RateLimiterOptions, rateLimiterOptionKeys } from '../rateLimiter.js'
 import { positiveInteger } from '../validate.js'
 
 export interface WindowOptions extends RateLimiterOptions {
@@ -8,6 +9,8 @@ export interface WindowOptions extends RateLimiterOptions {
   /** Window length in milliseconds (whole). */
   windowMs: number
 }
+
+const OPTIONS = optionNames<WindowOptions>({ ...rateLimiterOptionKeys, limit: true, windowMs: true })
 
 /**
  * Fixed window counter, windows aligned on the epoch. Cheapest and easiest to explain, but admits up to 2× `limit`
@@ -22,7 +25,7 @@ export function windowLimiter(
   algorithm: 'fixedWindow' | 'slidingWindow',
   options: WindowOptions,
 ): RateLimiter {
-  const resolved = resolveLimiterOptions(algorithm, options)
+  const resolved = resolveLimiterOptions(algorithm, options, OPTIONS)
   const limit = positiveInteger(algorithm, 'limit', options.limit)
   const windowMs = positiveInteger(algorithm, 'windowMs', options.windowMs)
   const windowUs = windowMs * 1000

@@ -1,6 +1,7 @@
 import type { Decision } from '../decision.js'
+import { optionNames } from '../knownOptions.js'
 import { resolveLimiterOptions } from '../limiterBase.js'
-import { RateLimiter, type RateLimiterOptions } from '../rateLimiter.js'
+import { RateLimiter, type RateLimiterOptions, rateLimiterOptionKeys } from '../rateLimiter.js'
 import { sleep } from '../sleep.js'
 import { nonNegativeInteger, positiveNumber } from '../validate.js'
 import { emissionMicros } from './tokenBucket.js'
@@ -11,6 +12,12 @@ export interface LeakyBucketOptions extends RateLimiterOptions {
   /** Requests that may wait their turn; one more arriving while the queue is full is denied. */
   maxQueue: number
 }
+
+const OPTIONS = optionNames<LeakyBucketOptions>({
+  ...rateLimiterOptionKeys,
+  ratePerSecond: true,
+  maxQueue: true,
+})
 
 /**
  * A shaper: an admitted request gets `delayMs`, the wait after which it leaves so that output flows at a constant
@@ -32,7 +39,7 @@ export class LeakyBucketLimiter extends RateLimiter {
 
 export function leakyBucket(options: LeakyBucketOptions): LeakyBucketLimiter {
   const owner = 'leakyBucket'
-  const resolved = resolveLimiterOptions(owner, options)
+  const resolved = resolveLimiterOptions(owner, options, OPTIONS)
   const ratePerSecond = positiveNumber(owner, 'ratePerSecond', options.ratePerSecond)
   const maxQueue = nonNegativeInteger(owner, 'maxQueue', options.maxQueue)
   const emission = emissionMicros(owner, 'ratePerSecond', ratePerSecond, maxQueue + 1)

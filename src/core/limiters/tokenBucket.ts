@@ -1,6 +1,7 @@
 import { invalidOption } from '../errors.js'
+import { optionNames } from '../knownOptions.js'
 import { resolveLimiterOptions } from '../limiterBase.js'
-import { RateLimiter, type RateLimiterOptions } from '../rateLimiter.js'
+import { RateLimiter, type RateLimiterOptions, rateLimiterOptionKeys } from '../rateLimiter.js'
 import { positiveInteger, positiveNumber } from '../validate.js'
 
 export interface TokenBucketOptions extends RateLimiterOptions {
@@ -10,13 +11,19 @@ export interface TokenBucketOptions extends RateLimiterOptions {
   refillPerSecond: number
 }
 
+const OPTIONS = optionNames<TokenBucketOptions>({
+  ...rateLimiterOptionKeys,
+  capacity: true,
+  refillPerSecond: true,
+})
+
 /**
  * Token bucket as GCRA: one stored number per key, millisecond-exact refill, cost-weighted. A cost above `capacity`
  * is always denied. Use it for budgets that allow bursts (API quotas, GraphQL cost budgets).
  */
 export function tokenBucket(options: TokenBucketOptions): RateLimiter {
   const owner = 'tokenBucket'
-  const resolved = resolveLimiterOptions(owner, options)
+  const resolved = resolveLimiterOptions(owner, options, OPTIONS)
   const capacity = positiveInteger(owner, 'capacity', options.capacity)
   const refillPerSecond = positiveNumber(owner, 'refillPerSecond', options.refillPerSecond)
   const emission = emissionMicros(owner, 'refillPerSecond', refillPerSecond, capacity)

@@ -1,6 +1,7 @@
 import { algorithmSteps } from '../algorithms/index.js'
 import type { Step } from '../algorithms/step.js'
 import { type Clock, nowMicros } from '../clock.js'
+import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { positiveInteger } from '../validate.js'
 import type { Reply, Store, StoreRequest } from './store.js'
 
@@ -19,6 +20,8 @@ export interface MemoryStoreOptions {
   /** Clock in microseconds; for tests and simulations. @default wall clock */
   clock?: Clock
 }
+
+const OPTIONS = optionNames<MemoryStoreOptions>({ maxKeys: true, sweepIntervalMs: true, clock: true })
 
 interface Entry {
   /** The state, or `NUMERIC` when it is a number (GCRA's TAT, a window's count): then it is in `numeric`. */
@@ -65,6 +68,7 @@ export class MemoryStore implements Store {
   private readonly sweeper: NodeJS.Timeout
 
   constructor(options: MemoryStoreOptions = {}) {
+    checkOptionKeys('MemoryStore', options, OPTIONS)
     this.maxKeys = positiveInteger('MemoryStore', 'maxKeys', options.maxKeys ?? 100_000)
     const sweepIntervalMs = positiveInteger(
       'MemoryStore',

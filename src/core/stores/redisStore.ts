@@ -8,6 +8,7 @@ import { CircuitBreaker, type CircuitBreakerOptions } from '../circuitBreaker.js
 import type { Clock } from '../clock.js'
 import { ErrorCodes, invalidOption, TollboothError } from '../errors.js'
 import { emit, type StoreHooks } from '../hooks.js'
+import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { nonEmptyString, positiveInteger } from '../validate.js'
 import { allOfLua } from './lua/allOf.js'
 import { batchLua } from './lua/batch.js'
@@ -47,6 +48,18 @@ export interface RedisStoreOptions {
   name?: string
   hooks?: StoreHooks
 }
+
+const OPTIONS = optionNames<RedisStoreOptions>({
+  client: true,
+  prefix: true,
+  timeoutMs: true,
+  maxBatch: true,
+  keySecret: true,
+  breaker: true,
+  clock: true,
+  name: true,
+  hooks: true,
+})
 
 type BatchCommand = (numberOfKeys: number, ...keysThenArgs: (number | string)[]) => Promise<number[]>
 
@@ -89,6 +102,7 @@ export class RedisStore implements Store {
     ) {
       throw invalidOption('RedisStore', 'client', 'an ioredis Redis or Cluster client', options?.client)
     }
+    checkOptionKeys('RedisStore', options, OPTIONS)
     this.client = options.client
     this.prefix = options.prefix ?? 'tollbooth:'
     if (typeof this.prefix !== 'string' || /[{}]/.test(this.prefix)) {

@@ -8,10 +8,11 @@ import {
 } from 'graphql'
 import { getComplexity } from 'graphql-query-complexity'
 import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
+import { checkOptionKeys, type OptionKeys, optionNames } from '../../core/knownOptions.js'
 import { nonNegativeInteger, positiveInteger } from '../../core/validate.js'
 import { fragmentsOf } from '../documentParts.js'
 import { ResponsePlan } from './actualCost.js'
-import { type CostMap, CostModel } from './costModel.js'
+import { type CostMap, CostModel, checkCostMapKeys } from './costModel.js'
 import { type DocumentPlan, planDocument } from './documentPlan.js'
 import { type CostSettings, costEstimator, type EstimateRun, type FieldPricing } from './estimator.js'
 import { type CostExplanation, explainTrace } from './explain.js'
@@ -30,6 +31,30 @@ export interface CostAnalysisOptions {
    * priced but refused (fragment explosion). graphql-query-complexity's `maxQueryNodes`. @default 10000
    */
   maxFieldVisits?: number
+}
+
+/** The keys of `CostAnalysisOptions`; `useTollbooth`'s options add theirs to these. */
+export const costAnalysisOptionKeys: OptionKeys<CostAnalysisOptions> = {
+  costs: true,
+  defaultListSize: true,
+  mutationCost: true,
+  introspectionCost: true,
+  maxFieldVisits: true,
+}
+
+const OPTIONS = optionNames(costAnalysisOptionKeys)
+
+/**
+ * The cost analysis options out of a larger options object: a CostAnalyzer refuses keys that are not its own, so
+ * `useTollbooth` and `tollbooth cost`, which check the other keys of their options themselves, hand it only these.
+ */
+export function costAnalysisOptions(options: CostAnalysisOptions): CostAnalysisOptions {
+  const picked: Record<string, unknown> = {}
+  for (const key of OPTIONS) {
+    const value = options[key as keyof CostAnalysisOptions]
+    if (value !== undefined) picked[key] = value
+  }
+  return picked
 }
 
 /** An operation, as the executor sees it. `variables` are the raw values the client sent. */
@@ -104,10 +129,12 @@ export class CostAnalyzer {
   private readonly documents = new WeakMap<CostModel, WeakMap<DocumentNode, DocumentEntry>>()
 
   constructor(options: CostAnalysisOptions = {}) {
+    checkOptionKeys(OWNER, options, OPTIONS)
     if (options.costs !== undefined && (typeof options.costs !== 'object' || options.costs === null)) {
       throw invalidOption(OWNER, 'costs', 'an object keyed by schema coordinate', options.costs)
     }
     this.costs = options.costs ?? {}
+    checkCostMapKeys(this.costs)
     this.settings = Object.freeze({
       defaultListSize: nonNegativeInteger(OWNER, 'defaultListSize', options.defaultListSize ?? 10),
       mutationCost: nonNegativeInteger(OWNER, 'mutationCost', options.mutationCost ?? 10),

@@ -13,6 +13,7 @@ import {
   isObjectType,
 } from 'graphql'
 import { invalidOption } from '../../core/errors.js'
+import { checkOptionKeys, optionNames } from '../../core/knownOptions.js'
 
 /** `@listSize` as options or field extensions (same names as the directive's arguments). */
 export interface ListSizeConfig {
@@ -40,6 +41,14 @@ export interface CostConfig {
  * which win over `@cost` / `@listSize` in SDL.
  */
 export type CostMap = Readonly<Record<string, CostConfig>>
+
+const COST_CONFIG_OPTIONS = optionNames<CostConfig>({ weight: true, listSize: true })
+const LIST_SIZE_OPTIONS = optionNames<ListSizeConfig>({
+  assumedSize: true,
+  slicingArguments: true,
+  sizedFields: true,
+  requireOneSlicingArgument: true,
+})
 
 /** What the estimator needs to know about one field, compiled once per field. */
 export interface FieldCost {
@@ -80,6 +89,7 @@ export class CostModel {
     private readonly costMap: CostMap,
   ) {
     checkCoordinates(schema, costMap)
+    checkExtensionListSizes(schema)
   }
 
   field(parentType: GraphQLNamedType, field: GraphQLField<unknown, unknown>): FieldCost {
@@ -256,6 +266,18 @@ function stringList(option: string, value: unknown): string[] {
   return value
 }
 
+/**
+ * Refuses unknown keys in each `costs` entry and its `listSize` (the entries' values are checked by `CostModel`,
+ * against a schema). Entries that are not objects are left to that check.
+ */
+export function checkCostMapKeys(costMap: CostMap): void {
+  for (const [coordinate, config] of Object.entries(costMap)) {
+    const option = `costs["${coordinate}"]`
+    checkOptionKeys(OWNER, config, COST_CONFIG_OPTIONS, option)
+    checkOptionKeys(OWNER, config?.listSize, LIST_SIZE_OPTIONS, `${option}.listSize`)
+  }
+}
+
 /** A `costs` key naming nothing in the schema is a typo that would silently charge the default: refuse it. */
 function checkCoordinates(schema: GraphQLSchema, costMap: CostMap): void {
   for (const [coordinate, config] of Object.entries(costMap)) {
@@ -271,6 +293,18 @@ function checkCoordinates(schema: GraphQLSchema, costMap: CostMap): void {
         'a schema coordinate that exists in the schema',
         coordinate,
       )
+    }
+  }
+}
+
+/** `listSize` in field extensions, like the option, refuses keys it does not know (SDL `@listSize` is graphql's). */
+function checkExtensionListSizes(schema: GraphQLSchema): void {
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (!isObjectType(type) && !isInterfaceType(type)) continue
+    for (const field of Object.values(type.getFields())) {
+      const listSize = field.extensions?.listSize
+      if (listSize === undefined) continue
+      checkOptionKeys(OWNER, listSize, LIST_SIZE_OPTIONS, `${type.name}.${field.name}.extensions.listSize`)
     }
   }
 }

@@ -88,6 +88,24 @@ describe('npx tollbooth cost', () => {
     expect(explanation.total).toBe(123)
   })
 
+  it('refuses a config key useTollbooth does not know, suggesting the closest', async () => {
+    const run = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/schema.graphql`,
+      `${FIXTURES}/query.graphql`,
+      '--config',
+      `${FIXTURES}/config-typo.json`,
+    )
+    expect(run).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr:
+        `tollbooth cost: ${FIXTURES}/config-typo.json: useTollbooth: unknown option "defaultListsize" ` +
+        '(did you mean "defaultListSize"?)\n',
+    })
+  })
+
   it('points at file, line and column when the query does not validate or parse', async () => {
     const invalid = await tollbooth(
       'cost',

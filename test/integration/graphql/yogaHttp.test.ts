@@ -823,6 +823,66 @@ describe('useTollbooth options', () => {
     expect(error.message).toContain(`useTollbooth: ${named}`)
   })
 
+  it('an unknown key, at any level, throws at construction naming it with the closest known name', () => {
+    // Built in variables, as JavaScript or a config file would: only the runtime check can catch these.
+    const maxcost = { limiter, maxcost: 100 }
+    expect(thrownBy(() => useTollbooth(maxcost as TollboothGraphQLOptions))).toMatchObject({
+      code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+      message: 'useTollbooth: unknown option "maxcost" (did you mean "maxCost"?)',
+    })
+    const cases: [options: object, message: string][] = [
+      [
+        { limiter, limits: { maxDepht: 3 } },
+        'useTollbooth: unknown option "limits.maxDepht" (did you mean "maxDepth"?)',
+      ],
+      [
+        { limiter, subscriptions: { maxPerIdentiy: 3 } },
+        'useTollbooth: unknown option "subscriptions.maxPerIdentiy" (did you mean "maxPerIdentity"?)',
+      ],
+      [
+        { limiter, fieldLimits: { 'Mutation.login': { limit: 5, windowMs: 60_000, failpolicy: 'open' } } },
+        'useTollbooth: unknown option "fieldLimits["Mutation.login"].failpolicy" (did you mean "failPolicy"?)',
+      ],
+      [
+        { limiter, costs: { 'Query.users': { listSize: { assumedSise: 3 } } } },
+        'useTollbooth: unknown option "costs["Query.users"].listSize.assumedSise" (did you mean "assumedSize"?)',
+      ],
+      [
+        { limiter, defaultListsize: 5 },
+        'useTollbooth: unknown option "defaultListsize" (did you mean "defaultListSize"?)',
+      ],
+    ]
+    for (const [options, message] of cases) {
+      const error = thrownBy(() => useTollbooth(options as TollboothGraphQLOptions))
+      expect(error.code, message).toBe('TOLLBOOTH_ERR_INVALID_OPTION')
+      expect(error.message).toBe(message)
+    }
+    // Every key the plugin documents is accepted, undefined or not.
+    expect(() =>
+      useTollbooth({
+        limiter,
+        maxCost: 100,
+        minCost: 1,
+        ipv6Prefix: 56,
+        ipv4Prefix: 24,
+        store: undefined,
+        limits: { maxDepth: 3, maxBatchSize: undefined },
+        fieldLimits: {
+          'Mutation.login': {
+            limit: 5,
+            windowMs: 60_000,
+            failPolicy: 'open',
+            ipv6Prefix: 48,
+            ipv4Prefix: 24,
+          },
+        },
+        costs: { 'Query.users': { weight: 2, listSize: { assumedSize: 3 } } },
+        defaultListSize: 5,
+        mutationCost: 10,
+      }),
+    ).not.toThrow()
+  })
+
   it('costs with an unknown coordinate throws when Yoga is created, naming the coordinate', () => {
     const options: TollboothGraphQLOptions = { limiter, costs: { 'User.nickname': { weight: 3 } } }
     let thrown: unknown

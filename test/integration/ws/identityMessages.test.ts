@@ -71,7 +71,8 @@ describe.each(['memory', 'redis'] as const)('identityMessages on the %s store', 
     const sameBucket = tokenBucket({
       name: 'ws-identity-messages',
       store: fixture.store,
-      ...budget,
+      capacity: budget.capacity,
+      refillPerSecond: budget.refillPerSecond,
       denyCache: false,
     })
     expect((await sameBucket.peek('127.0.0.1')).remaining).toBe(30 - delivered)

@@ -869,6 +869,34 @@ describe('invalid options', () => {
     expect(wss.handleUpgrade).toBe(original)
   })
 
+  it.each([
+    {
+      options: { messagesPerSec: 5 },
+      message: 'protectWebSocketServer: unknown option "messagesPerSec" (did you mean "messagesPerSecond"?)',
+    },
+    {
+      options: { handshakesPerIp: { capacity: 5, refillPersecond: 1 } },
+      message:
+        'protectWebSocketServer: unknown option "handshakesPerIp.refillPersecond" (did you mean "refillPerSecond"?)',
+    },
+    {
+      options: { identityMessages: { capacity: 100, refillPerSecond: 10, batches: 5 } },
+      message: 'protectWebSocketServer: unknown option "identityMessages.batches" (did you mean "batch"?)',
+    },
+  ])(
+    'unknown key $options → TOLLBOOTH_ERR_INVALID_OPTION with the closest known name',
+    ({ options, message }) => {
+      const wss = new WebSocketServer({ noServer: true })
+      cleanups.push(() => new Promise<void>((resolve) => wss.close(() => resolve())))
+      const original = wss.handleUpgrade
+      // The options come from a variable (it.each), as from JavaScript: only the runtime check can catch them.
+      expect(() => protectWebSocketServer(wss, options as ProtectWebSocketOptions)).toThrow(
+        expect.objectContaining({ code: ErrorCodes.INVALID_OPTION, message }),
+      )
+      expect(wss.handleUpgrade).toBe(original)
+    },
+  )
+
   it('something other than a WebSocketServer → TOLLBOOTH_ERR_INVALID_OPTION naming "wss"', () => {
     expect(() => protectWebSocketServer({} as WebSocketServer)).toThrow(
       expect.objectContaining({ code: ErrorCodes.INVALID_OPTION, message: expect.stringContaining('"wss"') }),

@@ -249,7 +249,12 @@ describe('tollbooth simulate: pattern files', () => {
   it.each([
     [[1, 2], 'f.json: expected an object like { "events": [{ "at": 0, "count": 1 }] }, got an array'],
     [{ events: [] }, 'f.json: "events" must be a non-empty array'],
-    [{ event: [{ at: 0 }] }, 'f.json: unknown field "event"'],
+    [{ event: [{ at: 0 }] }, 'f.json: unknown field "event" (did you mean "events"?)'],
+    [{ events: [{ at: 0 }], window: 1 }, 'f.json: unknown field "window" (did you mean "windowMs"?)'],
+    [
+      { events: [{ at: 0 }], speed: 1 },
+      'f.json: unknown field "speed" (allowed: name, description, limit, windowMs, durationMs, events)',
+    ],
     [{ events: [{ at: -1 }] }, 'f.json: events[0].at must be a time in milliseconds since the start'],
     [
       { events: [{ at: 0 }, { at: '5' }] },
@@ -257,7 +262,8 @@ describe('tollbooth simulate: pattern files', () => {
     ],
     [{ events: [{ at: 0, count: 0 }] }, 'f.json: events[0].count must be a positive integer, got 0'],
     [{ events: [{ at: 0, key: '' }] }, 'f.json: events[0].key must be a string of 1 to 256 characters'],
-    [{ events: [{ at: 0, when: 1 }] }, 'f.json: events[0]: unknown field "when"'],
+    [{ events: [{ at: 0, when: 1 }] }, 'f.json: events[0]: unknown field "when" (allowed: at, count, key)'],
+    [{ events: [{ at: 0, Count: 2 }] }, 'f.json: events[0]: unknown field "Count" (did you mean "count"?)'],
     [{ events: [{ at: 0 }], limit: 1.5 }, 'f.json: "limit" must be a positive integer, got 1.5'],
     [
       { events: [{ at: 5000 }], durationMs: 5000 },

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import {
+  CircuitBreaker,
   concurrencyLimit,
   fixedWindow,
   leakyBucket,
@@ -84,6 +85,111 @@ describe('invalid options throw at construction, naming the option, with a stabl
       'breaker.cooldownMs',
     )
     client.disconnect()
+  })
+})
+
+/** Runs `fn`, expecting TOLLBOOTH_ERR_INVALID_OPTION with exactly `message`. */
+function expectUnknown(fn: () => unknown, message: string) {
+  let thrown: unknown
+  try {
+    fn()
+  } catch (error) {
+    thrown = error
+  }
+  expect((thrown as { code?: string } | undefined)?.code).toBe(INVALID_OPTION)
+  expect((thrown as Error).message).toBe(message)
+}
+
+describe('unknown option keys throw at construction, naming the key and the closest known one', () => {
+  it('tokenBucket: a misspelt failPolicy in options built in a variable (a literal would not compile)', () => {
+    const options = { name: 'login', capacity: 5, refillPerSecond: 0.1, failpolicy: 'closed' }
+    expectUnknown(
+      () => tokenBucket(options),
+      'tokenBucket: unknown option "failpolicy" (did you mean "failPolicy"?)',
+    )
+  })
+
+  it('every limiter knows its own keys and the common ones', () => {
+    const windowOptions = { name: 'w', limit: 10, windowMs: 1000, windowMS: 500 }
+    expectUnknown(
+      () => fixedWindow(windowOptions),
+      'fixedWindow: unknown option "windowMS" (did you mean "windowMs"?)',
+    )
+    expectUnknown(
+      () => slidingWindow(windowOptions),
+      'slidingWindow: unknown option "windowMS" (did you mean "windowMs"?)',
+    )
+    const leaky = { name: 'l', ratePerSecond: 1, maxQueue: 1, maxQeue: 5 }
+    expectUnknown(
+      () => leakyBucket(leaky),
+      'leakyBucket: unknown option "maxQeue" (did you mean "maxQueue"?)',
+    )
+    // concurrencyLimit has no deny cache: a key of the rate limiters is unknown to it.
+    const leases = { name: 'c', max: 1, leaseMs: 1000, denyCache: false }
+    expectUnknown(
+      () => concurrencyLimit(leases),
+      'concurrencyLimit: unknown option "denyCache" (known options: name, store, failPolicy, ' +
+        'failClosedRetryAfterMs, localMaxKeys, hooks, max, leaseMs)',
+    )
+    const local = { name: 't', capacity: 1, refillPerSecond: 1, localMaxkeys: 10 }
+    expectUnknown(
+      () => tokenBucket(local),
+      'tokenBucket: unknown option "localMaxkeys" (did you mean "localMaxKeys"?)',
+    )
+  })
+
+  it('the object form of denyCache, whatever the store', () => {
+    // `as never`: what JavaScript would pass (TypeScript refuses an object with no key in common with the type).
+    const options = { name: 'd', capacity: 1, refillPerSecond: 1, denyCache: { maxkeys: 5 } } as never
+    expectUnknown(
+      () => tokenBucket(options),
+      'tokenBucket: unknown option "denyCache.maxkeys" (did you mean "maxKeys"?)',
+    )
+    expectUnknown(
+      () => tokenBucket({ ...(options as object), store: fakeRemote() } as never),
+      'tokenBucket: unknown option "denyCache.maxkeys" (did you mean "maxKeys"?)',
+    )
+  })
+
+  it('known keys may hold undefined; an unknown one may not', () => {
+    expect(() =>
+      tokenBucket({ name: 'u', capacity: 1, refillPerSecond: 1, store: undefined, hooks: undefined }),
+    ).not.toThrow()
+    const options = { name: 'u', capacity: 1, refillPerSecond: 1, stor: undefined }
+    expectUnknown(() => tokenBucket(options), 'tokenBucket: unknown option "stor" (did you mean "store"?)')
+  })
+
+  it('MemoryStore', () => {
+    const options = { maxkeys: 10 } as never
+    expectUnknown(
+      () => new MemoryStore(options),
+      'MemoryStore: unknown option "maxkeys" (did you mean "maxKeys"?)',
+    )
+  })
+
+  it('RedisStore and its breaker, before any command is sent', () => {
+    // Never connected: lazyConnect, and nothing is sent when the options are refused.
+    const client = new Redis({ lazyConnect: true })
+    try {
+      const options = { client, timeout: 20 }
+      expectUnknown(
+        () => new RedisStore(options),
+        'RedisStore: unknown option "timeout" (did you mean "timeoutMs"?)',
+      )
+      const breaker = { client, breaker: { failureThreshold: 3, cooldown: 500 } }
+      expectUnknown(
+        () => new RedisStore(breaker),
+        'RedisStore: unknown option "breaker.cooldown" (did you mean "cooldownMs"?)',
+      )
+      expect(client.status).toBe('wait')
+    } finally {
+      client.disconnect()
+    }
+    const options = { failurethreshold: 2 } as never
+    expectUnknown(
+      () => new CircuitBreaker('test', options, () => {}),
+      'test: unknown option "breaker.failurethreshold" (did you mean "failureThreshold"?)',
+    )
   })
 })
 

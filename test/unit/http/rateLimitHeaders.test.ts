@@ -167,6 +167,16 @@ describe('rateLimitHeaders', () => {
     expect(codeOf(call)).toBe('TOLLBOOTH_ERR_INVALID_OPTION')
     expect(call).toThrow(`"${option}"`)
   })
+
+  it('refuses an unknown option, naming the closest known one', () => {
+    const options = { legacyHeaders: true } as never
+    expect(() => rateLimitHeaders(decision({}), { name: 'p', quota: 1 }, options)).toThrow(
+      expect.objectContaining({
+        code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+        message: 'rateLimitHeaders: unknown option "legacyHeaders" (known options: legacy)',
+      }),
+    )
+  })
 })
 
 describe('mergeRateLimitHeaders', () => {

@@ -135,6 +135,15 @@ describe('clientIp options', () => {
     expect(codeOf(() => createClientIpResolver(options))).toBe('TOLLBOOTH_ERR_INVALID_OPTION')
   })
 
+  it('refuses an unknown option, naming the closest known one', () => {
+    const options = { trustProxy: 1, trustproxy: 2 }
+    const message = 'clientIp: unknown option "trustproxy" (did you mean "trustProxy"?)'
+    expect(() => createClientIpResolver(options)).toThrow(
+      expect.objectContaining({ code: 'TOLLBOOTH_ERR_INVALID_OPTION', message }),
+    )
+    expect(() => clientIp(req('127.0.0.1'), options)).toThrow(message)
+  })
+
   it('names the option in the message', () => {
     expect(() => createClientIpResolver({ trustProxy: '10.0.0.0/33' })).toThrow(/"trustProxy"/)
   })

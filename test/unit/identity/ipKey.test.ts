@@ -84,4 +84,14 @@ describe('ipKey', () => {
     expect(codeOf(() => ipKey('1.2.3.4', { [option]: value }))).toBe('TOLLBOOTH_ERR_INVALID_OPTION')
     expect(() => ipKey('1.2.3.4', { [option]: value })).toThrow(new RegExp(`"${option}"`))
   })
+
+  it('refuses an unknown option, naming the closest known one', () => {
+    const options = { ipv6prefix: 48 } as never
+    expect(() => ipKey('2001:db8::1', options)).toThrow(
+      expect.objectContaining({
+        code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+        message: 'ipKey: unknown option "ipv6prefix" (did you mean "ipv6Prefix"?)',
+      }),
+    )
+  })
 })

@@ -370,6 +370,13 @@ describe('createPrometheusMetrics', () => {
     expect(() => createPrometheusMetrics({ registry, prefix: 'bad prefix' })).toThrow(
       expect.objectContaining({ code: ErrorCodes.INVALID_OPTION }),
     )
+    const misspelt = { registry, prefx: 'edge_' }
+    expect(() => createPrometheusMetrics(misspelt)).toThrow(
+      expect.objectContaining({
+        code: ErrorCodes.INVALID_OPTION,
+        message: 'createPrometheusMetrics: unknown option "prefx" (did you mean "prefix"?)',
+      }),
+    )
 
     const { register } = await import('prom-client')
     const global = createPrometheusMetrics()

@@ -726,3 +726,52 @@ describe('CostAnalyzer: review fixes', () => {
     expect(new TooLargeToPriceError(10).code).toBe('TOLLBOOTH_ERR_TOO_LARGE_TO_PRICE')
   })
 })
+
+describe('CostAnalyzer: unknown option keys', () => {
+  function refusal(fn: () => unknown): { code?: string; message: string } {
+    return thrown(fn) as { code?: string; message: string }
+  }
+
+  it('refuses a key of its own options it does not know, and the keys only useTollbooth knows', () => {
+    // `as never`: what JavaScript would pass (TypeScript refuses an object with no key in common with the type).
+    const options = { defaultListsize: 5 } as never
+    expect(refusal(() => new CostAnalyzer(options))).toMatchObject({
+      code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+      message: 'useTollbooth: unknown option "defaultListsize" (did you mean "defaultListSize"?)',
+    })
+    const pluginOptions = { maxCost: 100, mutationCost: 5 }
+    expect(refusal(() => new CostAnalyzer(pluginOptions)).message).toBe(
+      'useTollbooth: unknown option "maxCost" (known options: costs, defaultListSize, mutationCost, ' +
+        'introspectionCost, maxFieldVisits)',
+    )
+  })
+
+  it('refuses an unknown key in a costs entry or its listSize, at construction', () => {
+    const costs = { 'Book.summary': { wieght: 3 } } as never
+    expect(refusal(() => new CostAnalyzer({ costs })).message).toBe(
+      'useTollbooth: unknown option "costs["Book.summary"].wieght" (did you mean "weight"?)',
+    )
+    const listSize = { 'Query.books': { listSize: { assumedsize: 3 } } } as never
+    expect(refusal(() => new CostAnalyzer({ costs: listSize })).message).toBe(
+      'useTollbooth: unknown option "costs["Query.books"].listSize.assumedsize" (did you mean "assumedSize"?)',
+    )
+  })
+
+  it("refuses an unknown key in a field's extensions.listSize when the schema's model is built", () => {
+    const Query = new GraphQLObjectType({
+      name: 'Query',
+      fields: {
+        tags: {
+          type: new GraphQLList(GraphQLString),
+          args: { first: { type: GraphQLInt } },
+          extensions: { listSize: { slicingArgument: ['first'] } },
+        },
+      },
+    })
+    const onSchema = new GraphQLSchema({ query: Query })
+    expect(refusal(() => new CostAnalyzer().model(onSchema)).message).toBe(
+      'useTollbooth: unknown option "Query.tags.extensions.listSize.slicingArgument" ' +
+        '(did you mean "slicingArguments"?)',
+    )
+  })
+})
