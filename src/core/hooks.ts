@@ -1,4 +1,6 @@
 import type { DecisionSource } from './decision.js'
+import { invalidOption } from './errors.js'
+import { checkOptionKeys, optionNames } from './knownOptions.js'
 
 /**
  * Observability callbacks. Events carry limiter and store names, never identities, so they can become metric labels.
@@ -49,4 +51,33 @@ export function emit<E>(hook: ((event: E) => void) | undefined, event: E): void 
   } catch {
     // A broken metrics callback must not change a decision.
   }
+}
+
+const LIMITER_HOOKS = optionNames<LimiterHooks>({ onDecision: true })
+const STORE_HOOKS = optionNames<StoreHooks>({
+  onStoreError: true,
+  onBreakerChange: true,
+  onStoreLatency: true,
+})
+
+/** The `hooks` option of a limiter: a misspelt hook would never be called, so unknown keys are refused. */
+export function limiterHooksOption(owner: string, hooks: LimiterHooks | undefined): LimiterHooks {
+  return hooksOption(owner, hooks, LIMITER_HOOKS)
+}
+
+/** The `hooks` option of a store. */
+export function storeHooksOption(owner: string, hooks: StoreHooks | undefined): StoreHooks {
+  return hooksOption(owner, hooks, STORE_HOOKS)
+}
+
+function hooksOption<T extends object>(owner: string, hooks: T | undefined, known: readonly string[]): T {
+  if (hooks === undefined) return {} as T
+  if (typeof hooks !== 'object' || hooks === null) throw invalidOption(owner, 'hooks', 'an object', hooks)
+  checkOptionKeys(owner, hooks, known, 'hooks')
+  for (const [name, hook] of Object.entries(hooks)) {
+    if (hook !== undefined && typeof hook !== 'function') {
+      throw invalidOption(owner, `hooks.${name}`, 'a function', hook)
+    }
+  }
+  return hooks
 }

@@ -7,7 +7,7 @@ import {
   failPolicies,
   isStoreFailure,
 } from './failPolicy.js'
-import { emit, type LimiterHooks } from './hooks.js'
+import { emit, type LimiterHooks, limiterHooksOption } from './hooks.js'
 import { checkOptionKeys, type OptionKeys } from './knownOptions.js'
 import { MemoryStore } from './stores/memoryStore.js'
 import type { Reply, Store, StoreRequest } from './stores/store.js'
@@ -81,7 +81,7 @@ export function resolveLimiterOptions(
       options.failClosedRetryAfterMs ?? 1000,
     ),
     localMaxKeys: positiveInteger(owner, 'localMaxKeys', options.localMaxKeys ?? 10_000),
-    hooks: options.hooks ?? {},
+    hooks: limiterHooksOption(owner, options.hooks),
   })
 }
 

@@ -1,4 +1,5 @@
 import { invalidOption } from '../core/errors.js'
+import { limiterHooksOption } from '../core/hooks.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { storeOption } from '../core/limiterBase.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
@@ -118,6 +119,8 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
   if (options === null || typeof options !== 'object')
     throw invalidOption(OWNER, 'options', 'an object', options)
   checkTollboothOptionKeys(options)
+  // Passed on to the plugin's own limiters (field limits, subscription leases), which may never be created.
+  limiterHooksOption(OWNER, options.hooks)
   const limits = options.limits ?? {}
   if (typeof limits !== 'object' || limits === null) throw invalidOption(OWNER, 'limits', 'an object', limits)
   const subscriptions = options.subscriptions ?? {}

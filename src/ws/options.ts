@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import type { WebSocket } from 'ws'
 import { invalidOption } from '../core/errors.js'
 import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
-import type { LimiterHooks } from '../core/hooks.js'
+import { type LimiterHooks, limiterHooksOption } from '../core/hooks.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import type { Store } from '../core/stores/store.js'
 import { nonNegativeInteger, oneOf, positiveInteger, positiveNumber } from '../core/validate.js'
@@ -169,7 +169,7 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
     ),
     leaseMs: positiveInteger(owner, 'leaseMs', options.leaseMs ?? 30_000),
     name: limiterPrefix(options.name),
-    hooks: options.hooks,
+    hooks: options.hooks === undefined ? undefined : limiterHooksOption(owner, options.hooks),
     handshakesPerIp:
       handshakes === false
         ? false

@@ -7,7 +7,7 @@ import {
   failPolicies,
   isStoreFailure,
 } from '../failPolicy.js'
-import { emit, type LimiterHooks } from '../hooks.js'
+import { emit, type LimiterHooks, limiterHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { RateLimiter } from '../rateLimiter.js'
 import { MemoryStore } from '../stores/memoryStore.js'
@@ -99,7 +99,7 @@ export class CombinedLimiter {
       'failClosedRetryAfterMs',
       options.failClosedRetryAfterMs ?? 1000,
     )
-    this.hooks = options.hooks ?? {}
+    this.hooks = limiterHooksOption(owner, options.hooks)
   }
 
   /** Spends `cost` from every policy if every policy allows it; otherwise spends nothing. */

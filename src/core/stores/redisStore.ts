@@ -7,7 +7,7 @@ import { hashKey } from '../../identity/hashKey.js'
 import { CircuitBreaker, type CircuitBreakerOptions } from '../circuitBreaker.js'
 import type { Clock } from '../clock.js'
 import { ErrorCodes, invalidOption, TollboothError } from '../errors.js'
-import { emit, type StoreHooks } from '../hooks.js'
+import { emit, type StoreHooks, storeHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { nonEmptyString, positiveInteger } from '../validate.js'
 import { allOfLua } from './lua/allOf.js'
@@ -116,7 +116,7 @@ export class RedisStore implements Store {
         ? undefined
         : nonEmptyString('RedisStore', 'keySecret', options.keySecret)
     this.name = options.name ?? 'redis'
-    this.hooks = options.hooks ?? {}
+    this.hooks = storeHooksOption('RedisStore', options.hooks)
     this.clock = options.clock
     this.breaker = new CircuitBreaker('RedisStore', options.breaker ?? {}, (from, to) =>
       emit(this.hooks.onBreakerChange, { store: this.name, from, to }),

@@ -851,6 +851,10 @@ describe('useTollbooth options', () => {
         { limiter, defaultListsize: 5 },
         'useTollbooth: unknown option "defaultListsize" (did you mean "defaultListSize"?)',
       ],
+      [
+        { limiter, hooks: { ondecision: () => {} } },
+        'useTollbooth: unknown option "hooks.ondecision" (did you mean "onDecision"?)',
+      ],
     ]
     for (const [options, message] of cases) {
       const error = thrownBy(() => useTollbooth(options as TollboothGraphQLOptions))

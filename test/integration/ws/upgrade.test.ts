@@ -883,6 +883,10 @@ describe('invalid options', () => {
       options: { identityMessages: { capacity: 100, refillPerSecond: 10, batches: 5 } },
       message: 'protectWebSocketServer: unknown option "identityMessages.batches" (did you mean "batch"?)',
     },
+    {
+      options: { hooks: { onDecison: () => {} } },
+      message: 'protectWebSocketServer: unknown option "hooks.onDecison" (did you mean "onDecision"?)',
+    },
   ])(
     'unknown key $options → TOLLBOOTH_ERR_INVALID_OPTION with the closest known name',
     ({ options, message }) => {

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import {
+  allOf,
   CircuitBreaker,
   concurrencyLimit,
   fixedWindow,
@@ -136,6 +137,44 @@ describe('unknown option keys throw at construction, naming the key and the clos
       () => tokenBucket(local),
       'tokenBucket: unknown option "localMaxkeys" (did you mean "localMaxKeys"?)',
     )
+  })
+
+  it('hooks: a misspelt hook would never be called, so it is refused (limiters, allOf, RedisStore, the plugins)', () => {
+    const onDecision = () => {}
+    // `as never`: what JavaScript would pass (TypeScript refuses hooks with no key in common with the type).
+    const limiterOptions = {
+      name: 'h',
+      capacity: 1,
+      refillPerSecond: 1,
+      hooks: { ondecision: onDecision },
+    } as never
+    expectUnknown(
+      () => tokenBucket(limiterOptions),
+      'tokenBucket: unknown option "hooks.ondecision" (did you mean "onDecision"?)',
+    )
+    const limiter = tokenBucket({ name: 'h2', capacity: 1, refillPerSecond: 1 })
+    const combined = { hooks: { onDecisions: onDecision } } as never
+    expectUnknown(
+      () => allOf([limiter], combined),
+      'allOf: unknown option "hooks.onDecisions" (did you mean "onDecision"?)',
+    )
+    const client = new Redis({ lazyConnect: true })
+    try {
+      const storeOptions = { client, hooks: { onStoreErrors: () => {} } } as never
+      expectUnknown(
+        () => new RedisStore(storeOptions),
+        'RedisStore: unknown option "hooks.onStoreErrors" (did you mean "onStoreError"?)',
+      )
+    } finally {
+      client.disconnect()
+    }
+    const notAFunction = {
+      name: 'h3',
+      capacity: 1,
+      refillPerSecond: 1,
+      hooks: { onDecision: 'log' },
+    } as never
+    expectError(() => tokenBucket(notAFunction), INVALID_OPTION, 'hooks.onDecision')
   })
 
   it('the object form of denyCache, whatever the store', () => {
