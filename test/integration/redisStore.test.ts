@@ -36,13 +36,15 @@ describe('RedisStore batching', () => {
   })
 
   it('sends the decisions of one event-loop turn together, each asked for in a callback of its own', async () => {
-    // Ten timers due at once run in one timers phase, each its own callback with its own ticks in between: the way
-    // Node hands an HTTP server the requests it read in one poll phase.
+    // Ten immediates queued together run in one check phase, each its own callback with its microtasks drained in
+    // between: the way Node hands an HTTP server the requests it read in one poll phase. The store's own
+    // end-of-turn immediate, queued from inside that phase, runs only in the next one, after all ten. (Ten
+    // setTimeout(0) need not share a timers phase: the loop creating them may cross a millisecond.)
     const limiter = tokenBucket({ name: 't', store, capacity: 100, refillPerSecond: 0.001, denyCache: false })
     const decisions = await Promise.all(
       Array.from(
         { length: 10 },
-        (_, i) => new Promise((resolve) => setTimeout(() => resolve(limiter.consume(`key-${i}`)), 0)),
+        (_, i) => new Promise((resolve) => setImmediate(() => resolve(limiter.consume(`key-${i}`)))),
       ),
     )
     expect(decisions).toHaveLength(10)
