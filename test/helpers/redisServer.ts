@@ -86,13 +86,23 @@ export async function startRedis(options: { port?: number } = {}): Promise<Redis
   }
 }
 
-export async function startRedisCluster(options: { masters?: number } = {}): Promise<RedisClusterProcess> {
+export interface ClusterOptions {
+  /** @default 3 */
+  masters?: number
+  /** Replicas of each master. @default 0 */
+  replicas?: number
+  /** `cluster-node-timeout`: how long a master may be unreachable before its replica is promoted. @default 2000 */
+  nodeTimeoutMs?: number
+}
+
+export async function startRedisCluster(options: ClusterOptions = {}): Promise<RedisClusterProcess> {
   const masters = options.masters ?? 3
+  const replicas = options.replicas ?? 0
   if (masters < 3) throw new Error(`a Redis cluster needs at least 3 masters, got ${masters}`)
   const extraArgs = debugCommandArgs(await requireBinary('redis-server'))
   await requireBinary('redis-cli')
 
-  const ports = await reservePorts(masters, { clusterBus: true })
+  const ports = await reservePorts(masters * (1 + replicas), { clusterBus: true })
   const nodes: RedisServer[] = []
   const cluster: RedisClusterProcess = {
     nodes,
@@ -102,9 +112,13 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
     },
   }
   try {
-    for (const port of ports) nodes.push(await launch(port, [...extraArgs, ...clusterArgs(port)]))
-    await createCluster(ports)
+    const nodeTimeoutMs = options.nodeTimeoutMs ?? 2000
+    for (const port of ports) {
+      nodes.push(await launch(port, [...extraArgs, ...clusterArgs(port, nodeTimeoutMs)]))
+    }
+    await createCluster(ports, replicas)
     await waitForClusterOk(ports)
+    if (replicas > 0) await waitForReplicasInSync(ports, masters * replicas)
     return cluster
   } catch (error) {
     await cluster.stop()
@@ -207,10 +221,10 @@ function baseArgs(port: number, dir: string): string[] {
   ]
 }
 
-function clusterArgs(port: number): string[] {
+function clusterArgs(port: number, nodeTimeoutMs: number): string[] {
   return [
     ...['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`],
-    ...['--cluster-node-timeout', '2000'],
+    ...['--cluster-node-timeout', String(nodeTimeoutMs)],
   ]
 }
 
@@ -232,9 +246,9 @@ async function requireBinary(name: 'redis-server' | 'redis-cli'): Promise<string
   }
 }
 
-async function createCluster(ports: number[]): Promise<void> {
+async function createCluster(ports: number[], replicas: number): Promise<void> {
   const addresses = ports.map((port) => `${HOST}:${port}`)
-  const args = ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes']
+  const args = ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicas), '--cluster-yes']
   try {
     await execFileAsync('redis-cli', args, { timeout: CLUSTER_TIMEOUT_MS })
   } catch (error) {
@@ -253,6 +267,20 @@ async function waitForClusterOk(ports: number[]): Promise<void> {
   throw new Error(
     `cluster on ports ${ports.join(', ')} did not reach cluster_state:ok in ${CLUSTER_TIMEOUT_MS} ms`,
   )
+}
+
+/** Until every replica has finished its first sync with its master (`master_link_status:up`). */
+async function waitForReplicasInSync(ports: number[], expected: number): Promise<void> {
+  const deadline = Date.now() + CLUSTER_TIMEOUT_MS
+  while (Date.now() < deadline) {
+    const infos = await Promise.all(ports.map((port) => query(port, 'INFO', 'replication')))
+    const synced = infos.filter(
+      (info) => info?.includes('role:slave') && info.includes('master_link_status:up'),
+    )
+    if (synced.length === expected) return
+    await sleep(100)
+  }
+  throw new Error(`the cluster's ${expected} replicas did not all sync within ${CLUSTER_TIMEOUT_MS} ms`)
 }
 
 /** One command on a short-lived connection; undefined when the server does not answer in time. */

@@ -1,6 +1,7 @@
 // Node's own setImmediate, bound at import: test runners' fake timers (Vitest, Jest, Sinon) replace the global one,
 // and a decision waiting for a faked one would never be sent.
 import { setImmediate as atEndOfTurn } from 'node:timers'
+import calculateSlot from 'cluster-key-slot'
 // Types only: ioredis is an optional peer, so a memory-only user can import tollbooth without it.
 import type { Cluster, Redis } from 'ioredis'
 import { hashKey } from '../../identity/hashKey.js'
@@ -10,6 +11,7 @@ import { ErrorCodes, invalidOption, TollboothError } from '../errors.js'
 import { emit, type StoreHooks, storeHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { nonEmptyString, positiveInteger } from '../validate.js'
+import { addressOf, ClientReadiness } from './clientReadiness.js'
 import { allOfLua } from './lua/allOf.js'
 import { batchLua } from './lua/batch.js'
 import type { Reply, Store, StoreRequest } from './store.js'
@@ -61,6 +63,13 @@ const OPTIONS = optionNames<RedisStoreOptions>({
   hooks: true,
 })
 
+export interface WarmUpOptions {
+  /** How long to wait for the client to connect and every master to answer, in milliseconds. @default 10000 */
+  timeoutMs?: number
+}
+
+const WARM_UP_OPTIONS = optionNames<WarmUpOptions>({ timeoutMs: true })
+
 type BatchCommand = (numberOfKeys: number, ...keysThenArgs: (number | string)[]) => Promise<number[]>
 
 /** ioredis command names; `defineCommand` sends EVALSHA and falls back to EVAL on NOSCRIPT. */
@@ -91,6 +100,7 @@ export class RedisStore implements Store {
   private readonly clock: Clock | undefined
   private readonly batch: BatchCommand
   private readonly allOf: BatchCommand
+  private readonly readiness: ClientReadiness
   private queue: Pending[] = []
   private flushScheduled = false
 
@@ -104,6 +114,7 @@ export class RedisStore implements Store {
     }
     checkOptionKeys('RedisStore', options, OPTIONS)
     this.client = options.client
+    this.readiness = new ClientReadiness(this.client)
     this.prefix = options.prefix ?? 'tollbooth:'
     if (typeof this.prefix !== 'string' || /[{}]/.test(this.prefix)) {
       throw invalidOption('RedisStore', 'prefix', 'a string without "{" or "}"', this.prefix)
@@ -130,14 +141,81 @@ export class RedisStore implements Store {
    * to cluster nodes lazily, and a cold node can take longer than `timeoutMs` to answer its first command. Call it
    * once at startup (it is optional: without it the first decisions per node may be answered by the fail policy).
    */
-  async warmUp(): Promise<void> {
+  async warmUp(options: WarmUpOptions = {}): Promise<void> {
+    checkOptionKeys('warmUp', options, WARM_UP_OPTIONS)
+    const timeoutMs = positiveInteger('warmUp', 'timeoutMs', options.timeoutMs ?? 10_000)
+    const deadline = performance.now() + timeoutMs
+    await this.readiness.until(timeoutMs, this.name)
     const nodes = isCluster(this.client) ? this.client.nodes('master') : [this.client]
-    await Promise.all(
-      nodes.map(async (node) => {
-        await node.script('LOAD', batchLua)
-        await node.script('LOAD', allOfLua)
-      }),
+    const left = () => Math.max(1, Math.ceil(deadline - performance.now()))
+    await this.withinWarmUp(
+      left(),
+      Promise.all(
+        nodes.map(async (node) => {
+          try {
+            await node.script('LOAD', batchLua)
+            await node.script('LOAD', allOfLua)
+          } catch (cause) {
+            throw new TollboothError(
+              ErrorCodes.STORE_ERROR,
+              `${this.name}: loading the scripts on ${addressOf(node)} failed: ${(cause as Error).message}`,
+              { cause },
+            )
+          }
+        }),
+      ),
     )
+    // Then one decision's path through the client's own routing per master (a peek: it writes nothing).
+    await this.withinWarmUp(left(), Promise.all(this.probeKeys().map((key) => this.probe(key))))
+  }
+
+  /** A key for each master (one for a standalone Redis), so that a probe of each travels the client's routing. */
+  private probeKeys(): string[] {
+    const key = (n: number) => `${this.prefix}warm-up:{${n}}`
+    if (!isCluster(this.client)) return [key(0)]
+    const client = this.client
+    const keys: string[] = []
+    for (const node of client.nodes('master')) {
+      const owner = `${node.options.host}:${node.options.port}`
+      // A master holds about 1/n of the slots: a few tries find one of its keys.
+      for (let n = 0; n < 100_000; n++) {
+        if (client.slots[calculateSlot(key(n))]?.[0] === owner) {
+          keys.push(key(n))
+          break
+        }
+      }
+    }
+    return keys
+  }
+
+  private probe(key: string): Promise<void> {
+    return this.batch(1, key, this.now(), 'gcra', 'peek', 1, 1, 1).then(
+      () => undefined,
+      (cause: unknown) => {
+        throw new TollboothError(
+          ErrorCodes.STORE_ERROR,
+          `${this.name}: a decision through ${addressOf(this.client)} failed: ${(cause as Error).message}`,
+          { cause },
+        )
+      },
+    )
+  }
+
+  /** `work`, or a `TOLLBOOTH_ERR_STORE_TIMEOUT` once `ms` pass. */
+  private withinWarmUp<T>(ms: number, work: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(
+          new TollboothError(
+            ErrorCodes.STORE_TIMEOUT,
+            `${this.name}: warm-up of ${addressOf(this.client)} did not finish in time`,
+          ),
+        )
+      }, ms)
+      timer.unref()
+    })
+    return Promise.race([work, timeout]).finally(() => clearTimeout(timer))
   }
 
   /** The Redis key of an identity for a limiter. */
@@ -228,15 +306,19 @@ export class RedisStore implements Store {
       // Whichever comes first, the answer or the deadline, decides; a late answer is ignored, so a store that
       // answers only after the deadline keeps counting as failing.
       let settled = false
+      let expired = false
+      let cancelWait: (() => void) | undefined
       const fail = (error: TollboothError) => {
         if (settled) return
         settled = true
         clearTimeout(timer)
+        cancelWait?.()
         this.breaker.failed()
         emit(this.hooks.onStoreError, { store: this.name, op, error })
         reject(error)
       }
       const timer = setTimeout(() => {
+        expired = true
         // Node runs due timers before it reads sockets: after a stall of the event loop longer than the deadline,
         // the reply may already be waiting. Let the I/O phase read it first.
         setImmediate(() =>
@@ -249,28 +331,38 @@ export class RedisStore implements Store {
         )
       }, this.timeoutMs)
       timer.unref()
-      let answer: Promise<T>
-      try {
-        answer = call()
-      } catch (cause) {
-        answer = Promise.reject(cause)
+      const send = () => {
+        cancelWait = undefined
+        let answer: Promise<T>
+        try {
+          answer = call()
+        } catch (cause) {
+          answer = Promise.reject(cause)
+        }
+        answer.then(
+          (value) => {
+            if (settled) return
+            settled = true
+            clearTimeout(timer)
+            this.breaker.succeeded()
+            if (this.hooks.onStoreLatency !== undefined) {
+              emit(this.hooks.onStoreLatency, { store: this.name, durationMs: performance.now() - started })
+            }
+            resolve(value)
+          },
+          (cause: unknown) => {
+            const message = cause instanceof Error ? cause.message : String(cause)
+            fail(new TollboothError(ErrorCodes.STORE_ERROR, `${this.name}: ${message}`, { cause }))
+          },
+        )
       }
-      answer.then(
-        (value) => {
-          if (settled) return
-          settled = true
-          clearTimeout(timer)
-          this.breaker.succeeded()
-          if (this.hooks.onStoreLatency !== undefined) {
-            emit(this.hooks.onStoreLatency, { store: this.name, durationMs: performance.now() - started })
-          }
-          resolve(value)
-        },
-        (cause: unknown) => {
-          const message = cause instanceof Error ? cause.message : String(cause)
-          fail(new TollboothError(ErrorCodes.STORE_ERROR, `${this.name}: ${message}`, { cause }))
-        },
-      )
+      // Still connecting, or reconnecting after a blip: sent once the client is ready, within the same deadline
+      // (a call past it is never sent: its decision was already answered by the fail policy).
+      if (this.readiness.settled) send()
+      else
+        cancelWait = this.readiness.wait(() => {
+          if (!expired) send()
+        })
     })
   }
 }
