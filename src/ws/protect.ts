@@ -77,7 +77,11 @@ export function protectWebSocketServer(
     // Paths this server does not handle and malformed handshakes are ws' business (it answers 400 or 405):
     // nothing is spent on them.
     if (!wss.shouldHandle(req) || !isWebSocketHandshake(req)) {
-      return originalHandleUpgrade.call(wss, req, socket, head, callback)
+      // Should ws upgrade one of these all the same (its checks grown laxer than ours), the socket never reaches
+      // the app unguarded: it is cut at once.
+      return originalHandleUpgrade.call(wss, req, socket, head, (unguarded: WebSocket) =>
+        unguarded.terminate(),
+      )
     }
     // Node removed its own error listener before 'upgrade' and ws adds one only in handleUpgrade: until then, a
     // client resetting the connection would be an unhandled 'error' that ends the process.

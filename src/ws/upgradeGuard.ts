@@ -137,11 +137,13 @@ export function refuse(socket: Duplex, status: number, headers: Record<string, s
  * answer 400 or 405 anyway are left to it without spending any budget.
  */
 export function isWebSocketHandshake(req: IncomingMessage): boolean {
-  const version = req.headers['sec-websocket-version']
+  // ws reads the version as a number (`+header`): '013', '13.0', '0xd' and ' 13' are all 13 to it, so they must be
+  // here too, or such a handshake would be upgraded unguarded.
+  const version = Number(req.headers['sec-websocket-version'])
   return (
     req.method === 'GET' &&
     req.headers.upgrade?.toLowerCase() === 'websocket' &&
     /^[+/0-9A-Za-z]{22}==$/.test(req.headers['sec-websocket-key'] ?? '') &&
-    (version === '13' || version === '8')
+    (version === 13 || version === 8)
   )
 }

@@ -392,6 +392,21 @@ describe('per-identity cap before the 101', () => {
   })
 })
 
+describe('handshakes ws reads as version 13 however they spell it', () => {
+  it.each(['013', '13.0', '0xd', ' 13', '8.0'])(
+    "Sec-WebSocket-Version '%s' is admitted through the same caps: refused at the cap, never upgraded unguarded",
+    async (version) => {
+      const server = await startServer({ maxConnectionsPerIdentity: 1, handshakesPerIp: false })
+      await connectOpen(server.url)
+      expect(
+        await rawUpgradeStatus(server.port, { ...upgradeHeaders(), 'Sec-WebSocket-Version': version }),
+      ).toBe(429)
+      expect(server.accepted).toHaveLength(1)
+      expect(server.protection.openConnections).toBe(1)
+    },
+  )
+})
+
 describe('server-wide and handshake limits', () => {
   it('maxConnections 2: the third upgrade gets 503 with Retry-After', async () => {
     const server = await startServer({ maxConnections: 2, maxConnectionsPerIdentity: 100 })
