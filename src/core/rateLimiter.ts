@@ -86,7 +86,8 @@ export class RateLimiter extends LimiterBase {
   }
 
   private async consumeRemote(key: string, cost: number): Promise<Decision> {
-    const cached = this.denyCache?.get(key, cost)
+    // A cost above maxCost is never allowed, whatever was denied before: its answer is not the cached one.
+    const cached = cost > this.maxCost ? undefined : this.denyCache?.get(key, cost)
     if (cached !== undefined) {
       this.report('consume', cached, cost, performance.now())
       return cached

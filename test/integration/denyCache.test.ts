@@ -52,6 +52,23 @@ describe('deny cache (real Redis, real time)', () => {
     expect(await limiter.consume('k', 5)).toMatchObject({ allowed: true, source: 'store' })
   })
 
+  it('a cost above the capacity is refused as never allowed, not answered from a cached denial', async () => {
+    const limiter = tokenBucket({ name: 'never', store: fixture.store, capacity: 100, refillPerSecond: 0.01 })
+    await limiter.consume('k', 90)
+    expect(await limiter.consume('k', 50)).toMatchObject({
+      allowed: false,
+      source: 'store',
+      neverAllowed: false,
+    })
+    expect((await limiter.consume('k', 60)).source).toBe('cache')
+    expect(await limiter.consume('k', 150)).toMatchObject({
+      allowed: false,
+      neverAllowed: true,
+      retryAfterMs: 0,
+      source: 'store',
+    })
+  })
+
   it('is bounded', async () => {
     const limiter = tokenBucket({
       name: 'bounded',
