@@ -216,7 +216,8 @@ describe('createPrometheusMetrics', () => {
     )
     expect(await sample(registry, 'tollbooth_store_breaker_state', { store: 'main', state: 'open' })).toBe(0)
 
-    // A port nothing listens on: every call fails at once (no offline queue), 3 failures open the breaker.
+    // A port nothing listens on: every call waits its deadline (50 ms) for the client to connect, then fails; 3
+    // failures open the breaker.
     const port = await closedPort()
     const down = new Redis({ ...limiterClientOptions, host: '127.0.0.1', port, retryStrategy: () => 1000 })
     down.on('error', () => {})
@@ -240,7 +241,7 @@ describe('createPrometheusMetrics', () => {
       await sample(registry, 'tollbooth_store_errors_total', {
         store: 'down',
         op: 'consume',
-        code: ErrorCodes.STORE_ERROR,
+        code: ErrorCodes.STORE_TIMEOUT,
       }),
     ).toBe(3)
     expect(
