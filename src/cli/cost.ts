@@ -12,6 +12,7 @@ import {
   specifiedRules,
   validate,
 } from 'graphql'
+import { nonNegativeInteger } from '../core/validate.js'
 import { checkTollboothOptionKeys } from '../graphql/config.js'
 import {
   type CostAnalysisOptions,
@@ -66,8 +67,13 @@ export async function runCost(argv: string[], io: CliIo): Promise<number> {
         throw new InputError(`${values.variables ?? 'variables'}: ${error.message}`)
       throw error
     }
+    // What the plugin charges: never less than minCost.
+    const minCost = nonNegativeInteger('useTollbooth', 'minCost', options.minCost ?? 1)
+    const charged = Math.max(explanation.total, minCost)
     io.stdout.write(
-      values.json ? `${JSON.stringify(explanation, null, 2)}\n` : formatExplanation(explanation),
+      values.json
+        ? `${JSON.stringify({ ...explanation, charged }, null, 2)}\n`
+        : formatExplanation(explanation, charged),
     )
     return 0
   } catch (error) {
@@ -168,7 +174,9 @@ async function loadVariables(file: string): Promise<Record<string, unknown>> {
  * The cost options of the plugin (`costs`, `defaultListSize`, `mutationCost`, …) from a module's default
  * export or a JSON file: the same object you pass to `useTollbooth`, so the price printed is the price charged.
  */
-async function loadConfig(file: string): Promise<CostAnalysisOptions> {
+async function loadConfig(
+  file: string,
+): Promise<CostAnalysisOptions & Pick<TollboothGraphQLOptions, 'minCost'>> {
   let config: unknown
   if (file.endsWith('.json')) {
     try {
@@ -194,7 +202,7 @@ async function loadConfig(file: string): Promise<CostAnalysisOptions> {
   } catch (error) {
     throw new InputError(`${file}: ${(error as Error).message}`)
   }
-  return config as CostAnalysisOptions
+  return config as CostAnalysisOptions & Pick<TollboothGraphQLOptions, 'minCost'>
 }
 
 /** `file:line:column: message` for a GraphQL error, as editors link it. */
@@ -207,8 +215,9 @@ function located(file: string, error: unknown): string {
 }
 
 /** The breakdown as an indented tree, one field per line, with the arithmetic behind each number. */
-export function formatExplanation(explanation: CostExplanation): string {
+export function formatExplanation(explanation: CostExplanation, charged = explanation.total): string {
   const lines = [`total cost: ${explanation.total}`]
+  if (charged !== explanation.total) lines.push(`charged: ${charged} (every operation pays at least minCost)`)
   const write = (fields: readonly FieldExplanation[], depth: number): void => {
     for (const field of fields) {
       lines.push(

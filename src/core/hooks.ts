@@ -1,6 +1,7 @@
 import type { DecisionSource } from './decision.js'
 import { invalidOption } from './errors.js'
 import { checkOptionKeys, optionNames } from './knownOptions.js'
+import { isOptionsObject } from './validate.js'
 
 /**
  * Observability callbacks. Events carry limiter and store names, never identities, so they can become metric labels.
@@ -72,7 +73,7 @@ export function storeHooksOption(owner: string, hooks: StoreHooks | undefined): 
 
 function hooksOption<T extends object>(owner: string, hooks: T | undefined, known: readonly string[]): T {
   if (hooks === undefined) return {} as T
-  if (typeof hooks !== 'object' || hooks === null) throw invalidOption(owner, 'hooks', 'an object', hooks)
+  if (!isOptionsObject(hooks)) throw invalidOption(owner, 'hooks', 'an object', hooks)
   checkOptionKeys(owner, hooks, known, 'hooks')
   for (const [name, hook] of Object.entries(hooks)) {
     if (hook !== undefined && typeof hook !== 'function') {

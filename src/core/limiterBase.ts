@@ -11,7 +11,7 @@ import { emit, type LimiterHooks, limiterHooksOption } from './hooks.js'
 import { checkOptionKeys, type OptionKeys } from './knownOptions.js'
 import { MemoryStore } from './stores/memoryStore.js'
 import type { Reply, Store, StoreRequest } from './stores/store.js'
-import { oneOf, positiveInteger } from './validate.js'
+import { isOptionsObject, oneOf, positiveInteger } from './validate.js'
 
 /** Options every limiter takes. */
 export interface LimiterOptions {
@@ -63,8 +63,7 @@ export function resolveLimiterOptions(
   options: LimiterOptions,
   known: readonly string[],
 ): ResolvedLimiterOptions {
-  if (options === null || typeof options !== 'object')
-    throw invalidOption(owner, 'options', 'an object', options)
+  if (!isOptionsObject(options)) throw invalidOption(owner, 'options', 'an object', options)
   checkOptionKeys(owner, options, known)
   const { name, store } = options
   // Braces would break the Redis Cluster hash tag that follows the name in every key.

@@ -1,5 +1,10 @@
 import { invalidArgument, invalidOption } from './errors.js'
 
+/** An options object: not null, and not an array (an array of options is a mistake, not an object of them). */
+export function isOptionsObject<T>(value: T): value is T & object {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
 /** Checks used by every factory; each throws a `TOLLBOOTH_ERR_INVALID_OPTION` naming the owner and the option. */
 export function positiveNumber(owner: string, option: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {

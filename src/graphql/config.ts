@@ -4,7 +4,7 @@ import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { storeOption } from '../core/limiterBase.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import type { Store } from '../core/stores/store.js'
-import { nonNegativeInteger, oneOf, positiveInteger } from '../core/validate.js'
+import { isOptionsObject, nonNegativeInteger, oneOf, positiveInteger } from '../core/validate.js'
 import { type ClientIpResolver, createClientIpResolver } from '../identity/clientIp.js'
 import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../identity/ipKey.js'
 import { costAnalysisOptionKeys } from './cost/costAnalyzer.js'
@@ -91,7 +91,7 @@ export interface ResolvedConfig {
   readonly identify: (context: GraphQLContext) => string | Promise<string>
   readonly resolveIp: ClientIpResolver
   /** How client addresses are grouped into keys (`ipv6Prefix`, `ipv4Prefix`), for field limits to start from. */
-  readonly ipKeyOptions: Readonly<IpKeyOptions>
+  readonly ipKeyOptions: Readonly<Required<IpKeyOptions>>
   readonly maxCost: number
   readonly minCost: number
   readonly exposeLimits: boolean
@@ -116,15 +116,14 @@ export interface ResolvedConfig {
 }
 
 export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig {
-  if (options === null || typeof options !== 'object')
-    throw invalidOption(OWNER, 'options', 'an object', options)
+  if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
   checkTollboothOptionKeys(options)
   // Passed on to the plugin's own limiters (field limits, subscription leases), which may never be created.
   limiterHooksOption(OWNER, options.hooks)
   const limits = options.limits ?? {}
-  if (typeof limits !== 'object' || limits === null) throw invalidOption(OWNER, 'limits', 'an object', limits)
+  if (!isOptionsObject(limits)) throw invalidOption(OWNER, 'limits', 'an object', limits)
   const subscriptions = options.subscriptions ?? {}
-  if (typeof subscriptions !== 'object' || subscriptions === null) {
+  if (!isOptionsObject(subscriptions)) {
     throw invalidOption(OWNER, 'subscriptions', 'an object', subscriptions)
   }
   const resolveIp = createClientIpResolver({ trustProxy: options.trustProxy ?? false })

@@ -4,11 +4,13 @@ import {
   type FragmentDefinitionNode,
   type GraphQLCompositeType,
   type GraphQLField,
+  type GraphQLInputType,
   type GraphQLSchema,
   getArgumentValues,
   getDirectiveValues,
   getNamedType,
   isCompositeType,
+  isInputObjectType,
   isInterfaceType,
   isObjectType,
   Kind,
@@ -16,26 +18,48 @@ import {
   type SelectionSetNode,
 } from 'graphql'
 import type { Decision } from '../core/decision.js'
-import { invalidOption } from '../core/errors.js'
+import { ErrorCodes, invalidOption, TollboothError } from '../core/errors.js'
 import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
 import type { LimiterHooks } from '../core/hooks.js'
+import { closestName } from '../core/knownOptions.js'
 import { slidingWindow } from '../core/limiters/slidingWindow.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import type { Store } from '../core/stores/store.js'
-import { oneOf, positiveInteger } from '../core/validate.js'
+import { isOptionsObject, oneOf, positiveInteger } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
 import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../identity/ipKey.js'
 import { fragmentsOf, readPath } from './documentParts.js'
+import type { FieldLimitExecutions } from './fieldLimitExecutions.js'
 import type { FieldLimitConfig } from './options.js'
 
 const OWNER = 'useTollbooth'
+/** The network a field limit counts an IPv6 client by, unless told otherwise. */
+export const FIELD_LIMIT_IPV6_PREFIX = 56
 
-interface LimitedField {
+export interface FieldLimitsOptions {
+  readonly configs: Readonly<Record<string, FieldLimitConfig>>
+  /** Where the limits' sliding windows live. */
+  readonly store: Store
+  /** Prefix of the limiters' names: `<prefix>:field:<coordinate>`. */
+  readonly prefix: string
+  readonly hooks: LimiterHooks | undefined
+  /** The plugin's `ipv6Prefix` and `ipv4Prefix` (its identity's), from which a field's defaults are worked out. */
+  readonly ipKeyOptions: Required<IpKeyOptions>
+  /** Counts the runs of limited fields during execution; without it only admission counts (occurrences). */
+  readonly executions?: FieldLimitExecutions
+}
+
+export interface LimitedField {
   readonly coordinate: string
+  /** How the limit was given, for messages: `fieldLimits["Mutation.login"]` or `@rateLimit on Mutation.login`. */
+  readonly option: string
   readonly limiter: RateLimiter
   readonly by: readonly (readonly string[])[]
-  /** The client address as this limit counts it: IPv6 by network (/64 unless told otherwise). */
-  readonly ipKey: (ip: string) => string
+  /**
+   * The key one call spends from: the client's network (IPv6 by /56 unless told otherwise) and the normalized `by`
+   * argument values, hashed.
+   */
+  keyOf(args: Readonly<Record<string, unknown>>, ip: string): string
 }
 
 /** One selection of a limited field in an operation. */
@@ -74,15 +98,25 @@ export class FieldLimits {
     WeakMap<DocumentNode, Map<OperationDefinitionNode, readonly Occurrence[]>>
   >()
 
-  constructor(
-    configs: Readonly<Record<string, FieldLimitConfig>>,
-    private readonly store: Store,
-    private readonly prefix: string,
-    private readonly hooks: LimiterHooks | undefined,
-    /** The plugin's `ipv6Prefix` and `ipv4Prefix`, which a field's own settings override. */
-    private readonly ipKeyOptions: Readonly<IpKeyOptions>,
-  ) {
-    if (typeof configs !== 'object' || configs === null) {
+  private readonly store: Store
+  private readonly prefix: string
+  private readonly hooks: LimiterHooks | undefined
+  private readonly ipKeyOptions: Required<IpKeyOptions>
+  private readonly executions: FieldLimitExecutions | undefined
+
+  constructor(options: FieldLimitsOptions) {
+    const { configs } = options
+    this.store = options.store
+    this.prefix = options.prefix
+    this.hooks = options.hooks
+    this.executions = options.executions
+    // A field limit groups IPv6 by /56 at least (one home line is usually delegated a /56, and could rotate through
+    // its 256 /64s), or as wide as the identity when that is wider.
+    this.ipKeyOptions = {
+      ipv6Prefix: Math.min(FIELD_LIMIT_IPV6_PREFIX, options.ipKeyOptions.ipv6Prefix),
+      ipv4Prefix: options.ipKeyOptions.ipv4Prefix,
+    }
+    if (!isOptionsObject(configs)) {
       throw invalidOption(OWNER, 'fieldLimits', 'an object keyed by field coordinate', configs)
     }
     const configured = new Map<string, LimitedField>()
@@ -116,12 +150,9 @@ export class FieldLimits {
     ip: string,
   ): Promise<FieldLimitDenial | undefined> {
     const decisions = await Promise.all(
-      occurrences.map((occurrence) => {
-        const args = getArgumentValues(occurrence.field, occurrence.node, values)
-        const parts = occurrence.limit.by.map((path) => normalize(readPath(args, path)))
-        const { limiter, ipKey } = occurrence.limit
-        return limiter.consume(hashKey([ipKey(ip), ...parts].join('\u0000')))
-      }),
+      occurrences.map(({ field, node, limit }) =>
+        limit.limiter.consume(limit.keyOf(getArgumentValues(field, node, values), ip)),
+      ),
     )
     for (const [index, decision] of decisions.entries()) {
       if (!decision.allowed) {
@@ -132,7 +163,15 @@ export class FieldLimits {
     return undefined
   }
 
-  /** Reads the schema's `@rateLimit` directives now, so a malformed one throws at startup. */
+  /** Admission spent one unit for each occurrence, for the operation of `context` (see FieldLimitExecutions). */
+  paidFor(context: object, occurrences: readonly Occurrence[]): void {
+    this.executions?.paidFor(context, occurrences)
+  }
+
+  /**
+   * Reads the schema's `@rateLimit` directives and checks every limit against the schema now, so a malformed one
+   * throws at startup, and wraps the limited fields' resolvers to count their runs.
+   */
   validate(schema: GraphQLSchema): void {
     this.limits(schema)
   }
@@ -158,13 +197,16 @@ export class FieldLimits {
         }
       }
     }
+    // A misspelt coordinate or `by` argument would leave the limit counting nothing, or every value as one.
+    for (const limit of merged.values()) checkAgainstSchema(schema, limit)
+    this.executions?.guard(schema, merged)
     limits = merged
     this.bySchema.set(schema, limits)
     return limits
   }
 
   private limitedField(coordinate: string, config: FieldLimitConfig, option: string): LimitedField {
-    if (typeof config !== 'object' || config === null) throw invalidOption(OWNER, option, 'an object', config)
+    if (!isOptionsObject(config)) throw invalidOption(OWNER, option, 'an object', config)
     if (!/^[_A-Za-z][_0-9A-Za-z]*\.[_A-Za-z][_0-9A-Za-z]*$/.test(coordinate)) {
       throw invalidOption(OWNER, option, 'keyed by a field coordinate like "Mutation.login"', coordinate)
     }
@@ -193,11 +235,15 @@ export class FieldLimits {
       OWNER,
       `${option}.`,
     )
+    const paths = by.map((path: string) => path.split('.'))
+    const ipKey = createIpKeyer(ipKeyOptions)
     return {
       coordinate,
+      option,
       limiter,
-      by: by.map((path: string) => path.split('.')),
-      ipKey: createIpKeyer(ipKeyOptions),
+      by: paths,
+      keyOf: (args, ip) =>
+        hashKey([ipKey(ip), ...paths.map((path) => normalize(readPath(args, path)))].join('\u0000')),
     }
   }
 
@@ -229,6 +275,48 @@ export class FieldLimits {
     byOperation.set(operation, found)
     return found
   }
+}
+
+/** Throws `TOLLBOOTH_ERR_INVALID_OPTION` when the limit names no field of the schema, or `by` no argument of it. */
+function checkAgainstSchema(schema: GraphQLSchema, limit: LimitedField): void {
+  const [typeName = '', fieldName = ''] = limit.coordinate.split('.')
+  const type = schema.getType(typeName)
+  const field = isObjectType(type) || isInterfaceType(type) ? type.getFields()[fieldName] : undefined
+  if (field === undefined) {
+    const coordinates = Object.values(schema.getTypeMap()).flatMap((candidate) =>
+      (isObjectType(candidate) || isInterfaceType(candidate)) && !candidate.name.startsWith('__')
+        ? Object.keys(candidate.getFields()).map((name) => `${candidate.name}.${name}`)
+        : [],
+    )
+    throw notInSchema(limit.option, 'a field of the schema', limit.coordinate, coordinates)
+  }
+  for (const path of limit.by) {
+    let inputs: readonly { readonly name: string; readonly type: GraphQLInputType }[] = field.args
+    for (const [depth, name] of path.entries()) {
+      const input = inputs.find((candidate) => candidate.name === name)
+      if (input === undefined) {
+        const what =
+          depth === 0 ? `an argument of ${limit.coordinate}` : `a field of ${path.slice(0, depth).join('.')}`
+        throw notInSchema(
+          `${limit.option}.by`,
+          what,
+          path.join('.'),
+          inputs.map((candidate) => candidate.name),
+        )
+      }
+      const named = getNamedType(input.type)
+      inputs = isInputObjectType(named) ? Object.values(named.getFields()) : []
+    }
+  }
+}
+
+function notInSchema(option: string, what: string, got: string, known: readonly string[]): TollboothError {
+  const closest = closestName(got, known)
+  const hint = closest === undefined ? '' : ` (did you mean "${closest}"?)`
+  return new TollboothError(
+    ErrorCodes.INVALID_OPTION,
+    `${OWNER}: "${option}" must name ${what}, got "${got}"${hint}`,
+  )
 }
 
 function collect(

@@ -44,7 +44,10 @@ export interface FieldLimitConfig {
   by?: readonly string[]
   /** @default 'closed' — a login limit that fails open is no limit during a Redis outage. */
   failPolicy?: FailPolicy
-  /** IPv6 client addresses are counted per network of this prefix (1..128). @default the plugin's `ipv6Prefix` */
+  /**
+   * IPv6 client addresses are counted per network of this prefix (1..128): a home line is usually delegated a /56,
+   * and could otherwise rotate through its 256 /64s. @default 56, or the plugin's `ipv6Prefix` when shorter
+   */
   ipv6Prefix?: number
   /** IPv4 client addresses are counted per network of this prefix (1..32). @default the plugin's `ipv4Prefix` */
   ipv4Prefix?: number
@@ -92,8 +95,9 @@ export interface TollboothGraphQLOptions extends CostAnalysisOptions {
   /** Proxies whose `X-Forwarded-For` is believed when the identity or a field limit uses the IP. @default false */
   trustProxy?: TrustProxy
   /**
-   * IPv6 client addresses are counted per network of this prefix (1..128), in the default identity and in field
-   * limits: one subscriber usually holds a whole /64, and per-address keys would let it rotate. @default 64
+   * IPv6 client addresses are counted per network of this prefix (1..128) in the default identity: one subscriber
+   * holds at least a /64, and per-address keys would let it rotate through it. Field limits group by /56 at least
+   * (see `FieldLimitConfig.ipv6Prefix`). @default 64
    */
   ipv6Prefix?: number
   /** IPv4 client addresses are counted per network of this prefix (1..32). @default 32 (each address) */

@@ -20,7 +20,8 @@ import {
   TooLargeToPriceError,
 } from './cost/costAnalyzer.js'
 import { hidesWork } from './cost/hiddenWork.js'
-import { type FieldLimitDenial, FieldLimits } from './fieldLimits.js'
+import { FieldLimitExecutions } from './fieldLimitExecutions.js'
+import { type FieldLimitDenial, FieldLimits, type Occurrence } from './fieldLimits.js'
 import { contextIp } from './identity.js'
 import type { GraphQLContext, MaybePromise, OperationEvent, TollboothGraphQLOptions } from './options.js'
 import { guardParse } from './parseGuard.js'
@@ -96,13 +97,18 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   const config = resolveConfig(options)
   // resolveConfig has refused keys unknown to useTollbooth; the analyzer gets its own and refuses any other.
   const analyzer = new CostAnalyzer(costAnalysisOptions(options))
-  const fieldLimits = new FieldLimits(
-    options.fieldLimits ?? {},
-    config.store,
-    config.name,
-    options.hooks,
-    config.ipKeyOptions,
-  )
+  const fieldLimits = new FieldLimits({
+    configs: options.fieldLimits ?? {},
+    store: config.store,
+    prefix: config.name,
+    hooks: options.hooks,
+    ipKeyOptions: config.ipKeyOptions,
+    executions: new FieldLimitExecutions(
+      (context) => contextIp(context, config.resolveIp),
+      // In dry-run a run past the limit goes ahead (its decision is still reported to the hooks).
+      (denial) => (config.dryRun ? undefined : fieldRefusal(config, denial)),
+    ),
+  })
   const subscriptionLeases =
     config.maxSubscriptionsPerIdentity === undefined
       ? undefined
@@ -156,18 +162,18 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       // Every operation pays at least minCost, so a spent budget refuses even a free-looking one.
       pending.cost = Math.max(pending.priced.cost, config.minCost)
     } catch (error) {
-      if (error instanceof TooLargeToPriceError) {
-        const tooLarge = refusal(
-          RefusalCodes.COST_LIMIT_EXCEEDED,
-          limitMessage(config, error.message, 'The operation is too large to price.'),
-          400,
-        )
-        // Refused at cost 0 (nothing could be priced); in dry-run it runs, counted at the cap.
-        if (refuse(pending, tooLarge)) return undefined
-        pending.cost = config.maxCost
-      } else if (error instanceof GraphQLError) {
-        return undefined // invalid variables: the executor refuses them before any resolver runs
-      } else throw error
+      if (!(error instanceof TooLargeToPriceError || error instanceof GraphQLError)) throw error
+      // Invalid variables: the executor refuses them before any resolver runs.
+      if (error instanceof GraphQLError && variablesInvalid(args, operation)) return undefined
+      // Whatever else stops the estimate (a null `@include` condition, a null for a non-null argument, which
+      // graphql-js reports only as a field error if ever reached, a cost that is not a finite number): what cannot
+      // be priced does not run. Refused at cost 0; in dry-run it runs, counted at the cap.
+      const message =
+        error instanceof TooLargeToPriceError
+          ? limitMessage(config, error.message, 'The operation is too large to price.')
+          : `The operation cannot be priced: ${error.message}`
+      if (refuse(pending, refusal(RefusalCodes.COST_LIMIT_EXCEEDED, message, 400))) return undefined
+      pending.cost = config.maxCost
     }
 
     // An HTTP batch is judged by the sum of its operations' costs.
@@ -197,25 +203,21 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
     const variables = coercedVariables(args, operation)
     return fieldLimits
       .spend(selected, variables, contextIp(context, config.resolveIp))
-      .then((denial) => afterFieldLimits(pending, denial))
+      .then((denial) => afterFieldLimits(pending, denial, selected))
   }
 
-  /** A sensitive field's denial refuses the operation before its budget is charged. */
+  /**
+   * A sensitive field's denial refuses the operation before its budget is charged. Otherwise what was paid is
+   * noted: a limited field that runs more often than it occurs (under a list) pays for each further run then.
+   */
   const afterFieldLimits = (
     pending: Pending,
     denial: FieldLimitDenial | undefined,
+    selected: readonly Occurrence[],
   ): MaybePromise<Admission | undefined> => {
-    if (denial !== undefined) {
-      const { decision, limiter, coordinate } = denial
-      const error = rateLimited(
-        config,
-        `Too many calls to ${coordinate}; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`,
-        decision,
-        limiter,
-        { field: coordinate },
-      )
-      if (refuse(pending, error, decision)) return undefined
-    }
+    if (denial !== undefined && refuse(pending, fieldRefusal(config, denial), denial.decision))
+      return undefined
+    fieldLimits.paidFor(pending.context, selected)
     return chooseLimiter(pending)
   }
 
@@ -257,13 +259,20 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
   ): Admission | undefined => {
     const { cost } = pending
     if (!decision.allowed && cost > 0) {
+      const retry = `retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
       const error = budgetRefusal(
         config,
         decision,
         limiter,
         cost,
         'The operation',
-        `The budget is spent; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`,
+        decision.remaining === 0
+          ? `The budget is spent; ${retry}`
+          : limitMessage(
+              config,
+              `The operation costs ${cost}, more than the ${decision.remaining} left in the budget; ${retry}`,
+              `The budget cannot pay for the operation now; ${retry}`,
+            ),
       )
       if (refuse(pending, error, decision)) return undefined
     }
@@ -605,12 +614,34 @@ function budgetRefusal(
     ),
     400,
     limitDetails(config, { cost, budget: limiter.maxCost }),
+    // The budget's fields, as on every answer; a never-allowed decision gets no Retry-After.
+    config.headers ? rateLimitHeaders(decision, limiter.policy) : undefined,
+  )
+}
+
+/** The refusal of a call to a sensitive field past its limit. */
+function fieldRefusal(
+  config: ResolvedConfig,
+  { coordinate, decision, limiter }: FieldLimitDenial,
+): GraphQLError {
+  return rateLimited(
+    config,
+    `Too many calls to ${coordinate}; retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`,
+    decision,
+    limiter,
+    { field: coordinate },
   )
 }
 
 /** Retry-After in whole seconds, at least 1 (as `rateLimitHeaders` sends it). */
 function retryAfterSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000))
+}
+
+/** Whether the executor will refuse the operation's variables (then no resolver runs, and nothing is charged). */
+function variablesInvalid(args: ExecutionArgs, operation: OperationDefinitionNode): boolean {
+  const raw = (args.variableValues ?? {}) as Record<string, unknown>
+  return getVariableValues(args.schema, operation.variableDefinitions ?? [], raw).errors !== undefined
 }
 
 function coercedVariables(args: ExecutionArgs, operation: OperationDefinitionNode): Record<string, unknown> {

@@ -1,6 +1,7 @@
 import type { Decision } from '../core/decision.js'
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
+import { isOptionsObject } from '../core/validate.js'
 
 const OWNER = 'rateLimitHeaders'
 
@@ -152,7 +153,7 @@ interface PolicyParts {
 const frozenPolicyParts = new WeakMap<RateLimitPolicy, PolicyParts>()
 
 function policyParts(policy: RateLimitPolicy): PolicyParts {
-  if (policy == null || typeof policy !== 'object') throw invalidOption(OWNER, 'policy', 'an object', policy)
+  if (!isOptionsObject(policy)) throw invalidOption(OWNER, 'policy', 'an object', policy)
   const known = frozenPolicyParts.get(policy)
   if (known !== undefined) return known
   const name = sfString(policy.name)

@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, type Registry, register } from 'prom-client'
 import { invalidOption } from '../core/errors.js'
 import type { BreakerState, DecisionEvent, LimiterHooks, StoreHooks } from '../core/hooks.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
+import { isOptionsObject } from '../core/validate.js'
 import type { OperationEvent } from '../graphql/options.js'
 
 export interface PrometheusMetricsOptions {
@@ -98,8 +99,7 @@ const FAIL_POLICY_SOURCES: Readonly<Record<string, string>> = {
  * ```
  */
 export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}): PrometheusMetrics {
-  if (options === null || typeof options !== 'object')
-    throw invalidOption(OWNER, 'options', 'an object', options)
+  if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
   checkOptionKeys(OWNER, options, OPTIONS)
   const registry = options.registry ?? register
   const prefix = options.prefix ?? 'tollbooth_'

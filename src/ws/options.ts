@@ -5,7 +5,13 @@ import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
 import { type LimiterHooks, limiterHooksOption } from '../core/hooks.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import type { Store } from '../core/stores/store.js'
-import { nonNegativeInteger, oneOf, positiveInteger, positiveNumber } from '../core/validate.js'
+import {
+  isOptionsObject,
+  nonNegativeInteger,
+  oneOf,
+  positiveInteger,
+  positiveNumber,
+} from '../core/validate.js'
 import type { TrustProxy } from '../identity/clientIp.js'
 import { resolveIpKeyOptions } from '../identity/ipKey.js'
 
@@ -140,8 +146,7 @@ const IDENTITY_MESSAGES_OPTIONS = optionNames<
 
 /** Validates every option once, at startup, and freezes the result. */
 export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): ResolvedWebSocketOptions {
-  if (options === null || typeof options !== 'object')
-    throw invalidOption(owner, 'options', 'an object', options)
+  if (!isOptionsObject(options)) throw invalidOption(owner, 'options', 'an object', options)
   checkOptionKeys(owner, options, OPTIONS)
   checkOptionKeys(owner, options.handshakesPerIp, HANDSHAKES_OPTIONS, 'handshakesPerIp')
   checkOptionKeys(owner, options.identityMessages, IDENTITY_MESSAGES_OPTIONS, 'identityMessages')
@@ -152,7 +157,7 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
     throw invalidOption(owner, 'onDrop', 'a function', options.onDrop)
   }
   const handshakes = options.handshakesPerIp ?? { capacity: 20, refillPerSecond: 2 }
-  if (handshakes !== false && (handshakes === null || typeof handshakes !== 'object')) {
+  if (handshakes !== false && !isOptionsObject(handshakes)) {
     throw invalidOption(owner, 'handshakesPerIp', '{ capacity, refillPerSecond } or false', handshakes)
   }
   const messagesPerSecond = positiveNumber(owner, 'messagesPerSecond', options.messagesPerSecond ?? 50)
@@ -207,7 +212,7 @@ function resolveIdentityMessages(
   option: ProtectWebSocketOptions['identityMessages'],
 ): ResolvedWebSocketOptions['identityMessages'] {
   if (option === false) return false
-  if (option === null || typeof option !== 'object') {
+  if (!isOptionsObject(option)) {
     throw invalidOption(owner, 'identityMessages', '{ capacity, refillPerSecond, batch? } or false', option)
   }
   const capacity = positiveInteger(owner, 'identityMessages.capacity', option.capacity)

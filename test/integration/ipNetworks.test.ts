@@ -22,9 +22,11 @@ import {
 import { type ProtectWebSocketOptions, protectWebSocketServer } from '../../src/ws/index.js'
 import { listen, openSse, postGraphQL } from '../helpers/graphqlHttp.js'
 
-/** Eight addresses of one /64, and one of the next /64. */
+/** Eight addresses of one /64; one address outside its /56 (field limits count a /56 as one client). */
 const ONE_NETWORK = Array.from({ length: 8 }, (_, i) => `2001:db8:5:5::${i + 1}`)
-const OTHER_NETWORK = '2001:db8:5:6::1'
+const OTHER_NETWORK = '2001:db8:5:105::1'
+/** The first address of four /64s of one /56 (`2001:db8:5::/56`), the delegation of a typical home line. */
+const ONE_SITE = ['2001:db8:5:5::1', '2001:db8:5:6::1', '2001:db8:5:10::1', '2001:db8:5:ff::1']
 
 const cleanups: (() => unknown)[] = []
 afterEach(async () => {
@@ -108,6 +110,14 @@ describe('useTollbooth: every limiter keyed by address counts a /64 as one clien
     // The next /64 is another client.
     expect((await server.post(LOGIN, OTHER_NETWORK)).status).toBe(200)
     expect(server.calls.login).toBe(6)
+  })
+
+  it('the login field limit counts a /56 as one client: rotating through its /64s runs 5 attempts in all', async () => {
+    const server = await start({
+      limiter: tokenBucket({ name: 'big-56', capacity: 10_000, refillPerSecond: 1 }),
+    })
+    for (let attempt = 0; attempt < 20; attempt++) await server.post(LOGIN, ONE_SITE[attempt % 4] as string)
+    expect(server.calls.login).toBe(5)
   })
 
   it('a field limit with its own ipv6Prefix: per address at 128, per /48 at 48', async () => {

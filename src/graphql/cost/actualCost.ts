@@ -129,15 +129,20 @@ export class ResponsePlan {
     return field.weight + this.fieldsCost(field.objectPlan, object)
   }
 
-  /** The object's concrete type, when `__typename` was selected (under any alias). */
+  /**
+   * The object's concrete type, when `__typename` was selected (under any alias) and names one of the abstract
+   * type's possible types. A key that another fragment uses for another field is no `__typename` key (see
+   * `collectInto`): its value could be any string the data holds, a type name included.
+   */
   private typenameOf(
     abstractType: GraphQLAbstractType,
     sets: readonly SelectionSetNode[],
     value: Record<string, unknown>,
   ): GraphQLObjectType | undefined {
+    const schema = this.model.schema
     for (const key of this.plan(sets, abstractType).typenameKeys) {
-      const concrete = this.model.schema.getType(String(value[key]))
-      if (isObjectType(concrete)) return concrete
+      const concrete = schema.getType(String(value[key]))
+      if (isObjectType(concrete) && schema.isSubType(abstractType, concrete)) return concrete
     }
     return undefined
   }
@@ -223,6 +228,11 @@ export class ResponsePlan {
         if (entry === undefined) {
           entry = { node: selection, parentType: contextType, sets: [] }
           into.set(key, entry)
+        } else if (entry.node.name.value === '__typename' && selection.name.value !== '__typename') {
+          // Fragments on different types may put `__typename` and another leaf under one key: the key then holds
+          // data, not a type name, and the other field is the one to price.
+          entry.node = selection
+          entry.parentType = contextType
         }
         if (selection.selectionSet !== undefined) entry.sets.push(selection.selectionSet)
         continue

@@ -9,7 +9,7 @@ import {
 import { getComplexity } from 'graphql-query-complexity'
 import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../../core/knownOptions.js'
-import { nonNegativeInteger, positiveInteger } from '../../core/validate.js'
+import { isOptionsObject, nonNegativeInteger, positiveInteger } from '../../core/validate.js'
 import { fragmentsOf } from '../documentParts.js'
 import { ResponsePlan } from './actualCost.js'
 import { type CostMap, CostModel, checkCostMapKeys } from './costModel.js'
@@ -130,7 +130,7 @@ export class CostAnalyzer {
 
   constructor(options: CostAnalysisOptions = {}) {
     checkOptionKeys(OWNER, options, OPTIONS)
-    if (options.costs !== undefined && (typeof options.costs !== 'object' || options.costs === null)) {
+    if (options.costs !== undefined && !isOptionsObject(options.costs)) {
       throw invalidOption(OWNER, 'costs', 'an object keyed by schema coordinate', options.costs)
     }
     this.costs = options.costs ?? {}
@@ -155,7 +155,9 @@ export class CostAnalyzer {
 
   /**
    * The operation's cost before execution: a sound upper bound of `actual()` when list sizes are right.
-   * Throws `TooLargeToPriceError` past `maxFieldVisits`, and the GraphQLErrors of invalid variables.
+   * Throws `TooLargeToPriceError` past `maxFieldVisits`, the GraphQLErrors of invalid variables, and a GraphQLError
+   * for what cannot be priced otherwise (a cost that is not a finite number, a null `@include` condition, a null for
+   * a non-null argument).
    */
   estimate(input: OperationInput): number {
     return this.priceOperation(input).cost
@@ -255,8 +257,9 @@ export class CostAnalyzer {
       parentSizes: new Map(),
       ...(trace === undefined ? {} : { trace }),
     }
+    let cost: number
     try {
-      return getComplexity({
+      cost = getComplexity({
         estimators: [costEstimator],
         schema: input.schema,
         query: input.document,
@@ -272,6 +275,13 @@ export class CostAnalyzer {
       }
       throw error
     }
+    // A Float slicing argument of 1e309 is Infinity: its list costs Infinity, or NaN for a list of scalars.
+    if (!Number.isFinite(cost)) {
+      throw new GraphQLError(
+        'its cost is not a finite number (a slicing argument or a weighted input too large).',
+      )
+    }
+    return cost
   }
 }
 

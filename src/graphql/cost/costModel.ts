@@ -12,8 +12,10 @@ import {
   isInterfaceType,
   isObjectType,
 } from 'graphql'
+
 import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys, optionNames } from '../../core/knownOptions.js'
+import { isOptionsObject } from '../../core/validate.js'
 
 /** `@listSize` as options or field extensions (same names as the directive's arguments). */
 export interface ListSizeConfig {
@@ -61,6 +63,11 @@ export interface FieldCost {
 
 export interface ResolvedListSize {
   readonly assumedSize: number | undefined
+  /**
+   * Without a slicing argument, the size is at least `defaultListSize` even when `assumedSize` is set: a field of
+   * an interface priced for implementations of which some assume a size and some do not.
+   */
+  readonly atLeastDefault?: boolean
   /** Each slicing argument as a path: `['first']`, `['input', 'first']`. */
   readonly slicingArguments: readonly (readonly string[])[]
   readonly sizedFields: ReadonlySet<string> | undefined
@@ -96,6 +103,15 @@ export class CostModel {
     let cost = this.fields.get(field)
     if (cost === undefined) {
       cost = this.compileField(parentType, field)
+      // Selected on an interface, the field runs as one of its implementations': priced as the dearest of them, so
+      // that weights set on the implementations cannot be dodged by asking through the interface.
+      if (isInterfaceType(parentType)) {
+        const implementations = this.schema.getPossibleTypes(parentType).flatMap((type) => {
+          const implementation = type.getFields()[field.name]
+          return implementation === undefined ? [] : [this.field(type, implementation)]
+        })
+        cost = dearest([cost, ...implementations])
+      }
       this.fields.set(field, cost)
     }
     return cost
@@ -215,6 +231,55 @@ export class CostModel {
 
 type DirectableNode = Parameters<typeof getDirectiveValues>[1]
 
+/** A cost at least as dear as each of `costs` for any arguments: the heaviest weight, the largest list size. */
+function dearest(costs: readonly FieldCost[]): FieldCost {
+  const [first, ...rest] = costs as [FieldCost, ...FieldCost[]]
+  if (rest.every((cost) => sameCost(cost, first))) return first
+  const listSizes = costs.flatMap((cost) => cost.listSize ?? [])
+  const weighted = new Map<string, WeightedInput>()
+  for (const input of costs.flatMap((cost) => cost.weightedArguments)) {
+    const known = weighted.get(input.name)
+    if (known === undefined || input.weight > known.weight) weighted.set(input.name, input)
+  }
+  return {
+    weight: Math.max(...costs.map((cost) => cost.weight)),
+    listSize:
+      listSizes.length === 0
+        ? undefined
+        : {
+            assumedSize: maxDefined(listSizes.map((size) => size.assumedSize)),
+            // Some implementation without a size of its own is sized by the default.
+            atLeastDefault:
+              listSizes.length < costs.length ||
+              listSizes.some((size) => size.assumedSize === undefined || size.atLeastDefault === true),
+            slicingArguments: uniquePaths(listSizes.flatMap((size) => size.slicingArguments)),
+            sizedFields: listSizes.some((size) => size.sizedFields !== undefined)
+              ? new Set(listSizes.flatMap((size) => [...(size.sizedFields ?? [])]))
+              : undefined,
+          },
+    weightedArguments: [...weighted.values()],
+  }
+}
+
+function sameCost(a: FieldCost, b: FieldCost): boolean {
+  return (
+    a.weight === b.weight &&
+    a.listSize === b.listSize &&
+    a.weightedArguments.length === 0 &&
+    b.weightedArguments.length === 0
+  )
+}
+
+function maxDefined(values: readonly (number | undefined)[]): number | undefined {
+  const defined = values.filter((value): value is number => value !== undefined)
+  return defined.length === 0 ? undefined : Math.max(...defined)
+}
+
+function uniquePaths(paths: readonly (readonly string[])[]): (readonly string[])[] {
+  const byText = new Map(paths.map((path) => [path.join('.'), path]))
+  return [...byText.values()]
+}
+
 function extensionWeight(
   extensions: Readonly<Record<string, unknown>> | null | undefined,
 ): number | undefined {
@@ -237,7 +302,7 @@ function weightValue(value: unknown, what: string): number {
 
 function resolveListSize(coordinate: string, config: ListSizeConfig): ResolvedListSize {
   const option = `costs["${coordinate}"].listSize`
-  if (typeof config !== 'object' || config === null) throw invalidOption(OWNER, option, 'an object', config)
+  if (!isOptionsObject(config)) throw invalidOption(OWNER, option, 'an object', config)
   const { assumedSize, slicingArguments, sizedFields } = config
   if (
     assumedSize !== undefined &&
@@ -281,7 +346,7 @@ export function checkCostMapKeys(costMap: CostMap): void {
 /** A `costs` key naming nothing in the schema is a typo that would silently charge the default: refuse it. */
 function checkCoordinates(schema: GraphQLSchema, costMap: CostMap): void {
   for (const [coordinate, config] of Object.entries(costMap)) {
-    if (typeof config !== 'object' || config === null) {
+    if (!isOptionsObject(config)) {
       throw invalidOption(OWNER, `costs["${coordinate}"]`, 'an object', config)
     }
     if (config.weight !== undefined) weightValue(config.weight, `costs["${coordinate}"].weight`)

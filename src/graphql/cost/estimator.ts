@@ -94,8 +94,14 @@ function priceField(run: EstimateRun, args: ComplexityEstimatorArgs): FieldPrici
   const multiplier = size?.size ?? 1
   const argumentsCost = weightedInputCost(cost.weightedArguments, args.args)
   const mutationCost = args.type === run.mutationType ? run.settings.mutationCost : 0
-  // A list of size 0 still ran its resolver: the field's own weight is charged once.
-  const valueCost = multiplier === 0 ? cost.weight : (cost.weight + args.childComplexity) * multiplier
+  // A list of size 0 still ran its resolver: the field's own weight is charged once. A size of Infinity (a Float
+  // slicing argument of 1e309) costs Infinity, even for weightless items (where the product would be NaN).
+  const valueCost =
+    multiplier === 0
+      ? cost.weight
+      : multiplier === Number.POSITIVE_INFINITY
+        ? multiplier
+        : (cost.weight + args.childComplexity) * multiplier
   return {
     ...base,
     weight: cost.weight,
@@ -159,8 +165,12 @@ function listSizeOf(
     }
   }
   if (largest !== undefined) return largest
-  if (listSize?.assumedSize !== undefined) return { size: listSize.assumedSize, source: 'assumedSize' }
-  return { size: run.settings.defaultListSize, source: 'defaultListSize' }
+  const assumed = listSize?.assumedSize
+  const { defaultListSize } = run.settings
+  if (assumed !== undefined && !(listSize?.atLeastDefault === true && defaultListSize > assumed)) {
+    return { size: assumed, source: 'assumedSize' }
+  }
+  return { size: defaultListSize, source: 'defaultListSize' }
 }
 
 function listDepth(type: GraphQLType): number {

@@ -88,6 +88,25 @@ describe('npx tollbooth cost', () => {
     expect(explanation.total).toBe(123)
   })
 
+  it('says what the plugin charges when it is more than the total: minCost (1, or from --config)', async () => {
+    const query = `${FIXTURES}/typename.graphql`
+    const plain = await tollbooth('cost', '--schema', `${FIXTURES}/schema.graphql`, query)
+    expect(plain.stdout.split('\n').slice(0, 2)).toEqual([
+      'total cost: 0',
+      'charged: 1 (every operation pays at least minCost)',
+    ])
+    const configured = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/schema.graphql`,
+      query,
+      '--config',
+      `${FIXTURES}/min-cost.json`,
+      '--json',
+    )
+    expect(JSON.parse(configured.stdout)).toMatchObject({ total: 0, charged: 5 })
+  })
+
   it('refuses a config key useTollbooth does not know, suggesting the closest', async () => {
     const run = await tollbooth(
       'cost',

@@ -42,6 +42,9 @@ const typeDefs = /* GraphQL */ `
     maybe: Item
     "Returns 50 items whatever first says: its listSize is wrong."
     overflow(first: Int = 10): [Item!]! @listSize(slicingArguments: ["first"])
+    item(id: ID!): Item
+    "A Float slicing argument: 1e309 reads as Infinity."
+    tags(first: Float = 10): [String!]! @listSize(slicingArguments: ["first"])
   }
   type Mutation {
     login(email: String!): Session
@@ -83,6 +86,8 @@ function createServerSchema(calls: Record<string, number>) {
           throw new Error('maybe failed')
         },
         overflow: () => counted('overflow', items(50)),
+        item: (_: unknown, { id }: { id: string }) => counted('item', { id }),
+        tags: () => counted('tags', Array.from({ length: 1000 }, String)),
       },
       Item: {
         children: (_: unknown, { first }: { first: number }) => counted('children', items(first)),
@@ -127,7 +132,7 @@ async function start(options: TollboothGraphQLOptions) {
   })
   const server = await listen(yoga)
   servers.push(server)
-  return { calls, post: (query: string) => postGraphQL(server.url, query) }
+  return { calls, url: server.url, post: (query: string) => postGraphQL(server.url, query) }
 }
 
 describe('a response nulled by an error is charged for the work that ran', () => {
@@ -183,7 +188,14 @@ describe('no operation is free past a spent budget', () => {
   it('once the budget is spent, an operation selecting only __typename is refused (minCost 1)', async () => {
     const limiter = budget(20)
     const server = await start({ limiter })
-    expect((await server.post('{ items(first: 20) { id } }')).status).toBe(200)
+    expect((await server.post('{ items(first: 15) { id } }')).status).toBe(200)
+    // 5 left: not spent, but too little for 10 (5 more tokens at 0.01/s: 500 s).
+    const tooDear = await server.post('{ items(first: 10) { id } }')
+    expect(tooDear.status).toBe(429)
+    expect(tooDear.body.errors?.[0]?.message).toBe(
+      'The operation costs 10, more than the 5 left in the budget; retry in 500 s.',
+    )
+    expect((await server.post('{ items(first: 5) { id } }')).status).toBe(200)
 
     const typename = await server.post('{ __typename }')
     expect(typename.status).toBe(429)
@@ -233,6 +245,64 @@ describe('no operation is free past a spent budget', () => {
     const negative = await server.post('{ items(first: -3) { id } }')
     expect(negative.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 1 })
     expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 5 - 1)
+  })
+})
+
+describe('what cannot be priced does not run', () => {
+  // Each would be 429 for the spent budget, or 400 over maxCost, if it were priced: none may run unpriced.
+  const expensive = 'items(first: 100) { id children(first: 100) { id } }'
+
+  it.each([
+    [
+      'a null @include condition under a list that comes back empty',
+      `query($b: Boolean = true) { search(text: "x", first: 0) { id @include(if: $b) } ${expensive} }`,
+      { b: null },
+      'Argument "if" of non-null type "Boolean!" must not be null.',
+    ],
+    [
+      'a null for a non-null argument, through a nullable variable with a default',
+      `query($id: ID = "i1") { item(id: $id) { id } ${expensive} }`,
+      { id: null },
+      'Argument "id" of non-null type "ID!" must not be null.',
+    ],
+    [
+      'a slicing argument of 1e309 on a list of scalars (Infinity × 0 is NaN)',
+      `{ tags(first: 1e309) ${expensive} }`,
+      undefined,
+      'its cost is not a finite number (a slicing argument or a weighted input too large).',
+    ],
+  ])('%s: refused with 400 COST_LIMIT_EXCEEDED, no resolver run', async (_, query, variables, reason) => {
+    const limiter = budget(100)
+    const server = await start({ limiter })
+    const reply = await postGraphQL(server.url, query, variables === undefined ? {} : { variables })
+    expect(reply.status).toBe(400)
+    expect(reply.body.errors?.[0]).toMatchObject({
+      message: `The operation cannot be priced: ${reason}`,
+      extensions: { code: 'COST_LIMIT_EXCEEDED' },
+    })
+    expect(server.calls).toEqual({})
+    expect((await limiter.peek(CLIENT)).remaining).toBe(100)
+  })
+
+  it('dry-run: it runs, counted at maxCost (no 500)', async () => {
+    const server = await start({ limiter: budget(100), mode: 'dry-run', maxCost: 700 })
+    const reply = await server.post('{ tags(first: 1e309) items(first: 2) { id } }')
+    expect(reply.status).toBe(200)
+    expect(reply.body.extensions?.cost).toMatchObject({
+      requestedQueryCost: 700,
+      wouldRefuse: 'COST_LIMIT_EXCEEDED',
+    })
+  })
+
+  it('invalid variables are left to the executor: no resolver runs, nothing is charged', async () => {
+    const limiter = budget(100)
+    const server = await start({ limiter })
+    const reply = await postGraphQL(server.url, 'query($n: Int!) { items(first: $n) { id } }', {
+      variables: { n: 'many' },
+    })
+    expect(reply.body.errors?.[0]?.message).toMatch(/Variable "\$n" got invalid value "many"/)
+    expect(server.calls).toEqual({})
+    expect((await limiter.peek(CLIENT)).remaining).toBe(100)
   })
 })
 

@@ -413,7 +413,9 @@ describe('graphql-ws: budget', () => {
     // 4 units short at 1 unit per 1000 s.
     expect(error.extensions.retryAfter).toBe(4000)
     expect(error.extensions.cost).toBe(SUB_COST)
-    expect(error.message).toMatch(/budget is spent/)
+    expect(error.message).toBe(
+      `The operation costs ${SUB_COST}, more than the ${10 - SUB_COST} left in the budget; retry in 4000 s.`,
+    )
     expect(refused.results[0]?.extensions).toEqual({ cost: { requestedQueryCost: SUB_COST } })
 
     // The resolver ran for the paid subscription only; the denial spent nothing.

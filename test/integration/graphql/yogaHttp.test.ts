@@ -369,6 +369,8 @@ describe.each(storeKinds)('useTollbooth in Yoga over HTTP, %s store', (kind) => 
     // Waiting would not help: a client error, with the budget's size, and nothing telling the client to retry.
     expect(refused.status).toBe(400)
     expect(refused.headers.get('retry-after')).toBeNull()
+    expect(refused.headers.get('ratelimit-policy')).toBe(`"${limiter.name}";q=10;w=1000`)
+    expect(rateLimitFields(refused.headers.get('ratelimit')).r).toBe(10)
     expect(refused.body.errors?.[0]?.message).toBe(
       'The operation costs 16, more than the budget can ever hold (10).',
     )
@@ -817,6 +819,10 @@ describe('useTollbooth options', () => {
       { limiter, fieldLimits: { 'Mutation.login': { limit: 0, windowMs: 60_000 } } },
       '"fieldLimits["Mutation.login"].limit"',
     ],
+    // An array is no options object: its entries would be read as keys "0", "1"… and the cap dropped.
+    ['limits as an array', { limiter, limits: [{ maxDepth: 3 }] }, '"limits"'],
+    ['subscriptions as an array', { limiter, subscriptions: [{ maxPerIdentity: 1 }] }, '"subscriptions"'],
+    ['fieldLimits as an array', { limiter, fieldLimits: [] }, '"fieldLimits"'],
   ])('%s: throws TOLLBOOTH_ERR_INVALID_OPTION at construction', (_, options, named) => {
     const error = thrownBy(() => useTollbooth(options as unknown as TollboothGraphQLOptions))
     expect(error.code).toBe('TOLLBOOTH_ERR_INVALID_OPTION')

@@ -19,9 +19,12 @@ describe('FieldLimits', () => {
     const unlimited = schemaWith(
       'login(email: String!): Boolean, reset(email: String!): Boolean @rateLimit(limit: 1, window: "1m", by: ["email"])',
     )
-    const limits = new FieldLimits({}, new MemoryStore(), 'field-limits-test', undefined, {
-      ipv6Prefix: 64,
-      ipv4Prefix: 32,
+    const limits = new FieldLimits({
+      configs: {},
+      store: new MemoryStore(),
+      prefix: 'field-limits-test',
+      hooks: undefined,
+      ipKeyOptions: { ipv6Prefix: 64, ipv4Prefix: 32 },
     })
     // One DocumentNode for both schemas, as Yoga's parse cache (keyed by the query text) hands out.
     const document = parse('mutation { login(email: "a@example.com") }')

@@ -696,6 +696,22 @@ describe('CostAnalyzer: review fixes', () => {
     expect(actual(query, { search: [{ kind: 'Author', extra: { text: 'b' } }] })).toBe(2)
   })
 
+  it('a key another fragment uses for another field is no __typename key: its value cannot earn a refund', () => {
+    // A Book whose title is "Author": read as a type name, the item would be priced as an Author (1).
+    const spoof = '{ search { ... on Author { t: __typename } ... on Book { t: title summary { text } } } }'
+    // Unknown type: the most expensive possible one, Book: 1 + summary 5 = 6
+    expect(actual(spoof, { search: [{ t: 'Author', summary: { text: 's' } }] })).toBe(6)
+    // The other field is priced where it weighs: checksum @cost(weight: 3), Book 1 + 3 = 4
+    const weighted = '{ search { ... on Author { t: __typename } ... on Book { t: checksum } } }'
+    expect(actual(weighted, { search: [{ t: 'Author' }] })).toBe(4)
+  })
+
+  it('a __typename naming no possible type of the field is not believed', () => {
+    const query = '{ search { kind: __typename ... on Book { extra: summary { text } } } }'
+    // Film is a type of the schema, not of SearchResult: the most expensive possible type, Book 1 + 5
+    expect(actual(query, { search: [{ kind: 'Film', extra: { text: 's' } }] })).toBe(6)
+  })
+
   it("refuses '*.field' for arguments and input fields instead of ignoring it", () => {
     for (const coordinate of ['*.book(isbn:)', '*.deep']) {
       const error = thrown(() =>
@@ -720,6 +736,31 @@ describe('CostAnalyzer: review fixes', () => {
     // media → max(Film 5, Book 1) = 5, the same as asking for the film directly
     expect(estimate('{ media { id } }', undefined, undefined, heavyFilm)).toBe(5)
     expect(estimate('{ film { id } }', undefined, undefined, heavyFilm)).toBe(5)
+  })
+
+  it("a field selected on an interface is priced as the dearest of its implementations' fields", () => {
+    const schemaWithInterface = buildSchema(`${directiveSdl}
+      type Query { viaIface: Iface, impl: Impl }
+      interface Iface { results: [Item!]! }
+      type Impl implements Iface { results: [Item!]! @cost(weight: 50) @listSize(assumedSize: 100) }
+      type Plain implements Iface { results: [Item!]! }
+      type Item { id: ID! }`)
+    // The implementation's own price: 1 + 100 × 50
+    expect(estimate('{ impl { results { id } } }', undefined, undefined, schemaWithInterface)).toBe(5001)
+    // Through the interface the same, not the interface field's defaults (1 + 10 × 1 = 11)
+    expect(estimate('{ viaIface { results { id } } }', undefined, undefined, schemaWithInterface)).toBe(5001)
+  })
+
+  it('an interface field whose implementations assume different sizes is sized by the largest, the default included', () => {
+    const sized = buildSchema(`${directiveSdl}
+      type Query { viaIface: Iface }
+      interface Iface { results: [Item!]! }
+      type Small implements Iface { results: [Item!]! @listSize(assumedSize: 5) }
+      type Unsized implements Iface { results: [Item!]! }
+      type Item { id: ID! }`)
+    // max(5, defaultListSize) items of 1: 1 + 10; with a default of 3: 1 + 5
+    expect(estimate('{ viaIface { results { id } } }', undefined, undefined, sized)).toBe(11)
+    expect(estimate('{ viaIface { results { id } } }', undefined, { defaultListSize: 3 }, sized)).toBe(6)
   })
 
   it('TooLargeToPriceError carries a stable code', () => {

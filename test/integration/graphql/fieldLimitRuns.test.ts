@@ -1,0 +1,189 @@
+/**
+ * A sensitive field's limit counts the runs of the field, not only its occurrences in the document: under a list it
+ * runs once per item, through a fragment once per spread, through an interface as the implementation's field. And a
+ * limit that names nothing in the schema, or a `by` argument the field does not have, is refused at startup. Through
+ * a real Yoga server over HTTP; every resolver run is counted.
+ */
+import { randomUUID } from 'node:crypto'
+import { createSchema, createYoga } from 'graphql-yoga'
+import { afterEach, describe, expect, it } from 'vitest'
+import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
+import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
+import {
+  costDirectivesTypeDefs,
+  type TollboothGraphQLOptions,
+  useTollbooth,
+} from '../../../src/graphql/index.js'
+import { type ListeningServer, listen, postGraphQL } from '../../helpers/graphqlHttp.js'
+
+const typeDefs = /* GraphQL */ `
+  type Account {
+    id: ID!
+    verifyPin(pin: String!): Boolean @rateLimit(limit: 3, window: "1m")
+  }
+  interface Node {
+    id: ID!
+    secret: String @rateLimit(limit: 2, window: "1m")
+  }
+  type Impl implements Node {
+    id: ID!
+    secret: String
+  }
+  type Query {
+    accounts(first: Int = 10): [Account!]! @listSize(slicingArguments: ["first"])
+    me: Account
+    nodes(first: Int = 10): [Node!]! @listSize(slicingArguments: ["first"])
+  }
+  type Mutation {
+    login(email: String!, password: String!): Boolean
+  }
+`
+
+const servers: ListeningServer[] = []
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => server.close()))
+})
+
+function schemaCountingRuns(runs: Record<string, number>) {
+  const ran = (name: string) => {
+    runs[name] = (runs[name] ?? 0) + 1
+  }
+  return createSchema({
+    typeDefs: [costDirectivesTypeDefs, typeDefs],
+    resolvers: {
+      Query: {
+        accounts: (_: unknown, { first }: { first: number }) =>
+          Array.from({ length: first }, (_, i) => ({ id: `a${i}` })),
+        me: () => ({ id: 'me' }),
+        nodes: (_: unknown, { first }: { first: number }) =>
+          Array.from({ length: first }, (_, i) => ({ id: `n${i}` })),
+      },
+      Account: {
+        verifyPin: () => {
+          ran('verifyPin')
+          return false
+        },
+      },
+      Node: { __resolveType: () => 'Impl' },
+      Impl: {
+        secret: () => {
+          ran('secret')
+          return 's'
+        },
+      },
+      Mutation: {
+        login: () => {
+          ran('login')
+          return false
+        },
+      },
+    },
+  })
+}
+
+async function start(options: Partial<TollboothGraphQLOptions> = {}) {
+  const runs: Record<string, number> = {}
+  const store = new MemoryStore()
+  const limiter = tokenBucket({
+    name: `runs-${randomUUID().slice(0, 8)}`,
+    store,
+    capacity: 100_000,
+    refillPerSecond: 1,
+  })
+  const yoga = createYoga({
+    schema: schemaCountingRuns(runs),
+    logging: false,
+    plugins: [useTollbooth({ limiter, store, ...options })],
+  })
+  const server = await listen(yoga)
+  servers.push(server)
+  return { runs, post: (query: string) => postGraphQL(server.url, query) }
+}
+
+describe('a field limit counts runs', () => {
+  it('under a list: accounts(first: 50) { verifyPin } runs it 3 times, the other 47 are RATE_LIMITED field errors', async () => {
+    const server = await start()
+    const reply = await server.post('{ accounts(first: 50) { id verifyPin(pin: "0000") } }')
+    expect(server.runs).toEqual({ verifyPin: 3 })
+    const refused = reply.body.errors ?? []
+    expect(refused).toHaveLength(47)
+    expect(new Set(refused.map((error) => error.extensions?.code))).toEqual(new Set(['RATE_LIMITED']))
+    expect(refused[0]?.extensions?.field).toBe('Account.verifyPin')
+    expect(reply.body.data.accounts).toHaveLength(50)
+    expect(
+      reply.body.data.accounts.filter((account: { verifyPin: unknown }) => account.verifyPin === false),
+    ).toHaveLength(3)
+  })
+
+  it('through a fragment spread under five aliases: 3 runs in all', async () => {
+    const aliases = Array.from({ length: 5 }, (_, i) => `m${i}: me { ...Pin }`).join(' ')
+    const server = await start()
+    const reply = await server.post(`{ ${aliases} } fragment Pin on Account { verifyPin(pin: "1") }`)
+    expect(server.runs).toEqual({ verifyPin: 3 })
+    expect(reply.body.errors).toHaveLength(2)
+  })
+
+  it("a limit on an interface's field holds when it is selected through the implementation", async () => {
+    const server = await start()
+    await server.post('{ nodes(first: 5) { ... on Impl { secret } } }')
+    expect(server.runs).toEqual({ secret: 2 })
+  })
+
+  it('spread over requests: what admission counted and what ran share one window', async () => {
+    const server = await start()
+    await server.post('{ me { verifyPin(pin: "1") } }')
+    await server.post('{ accounts(first: 2) { verifyPin(pin: "1") } }')
+    const refused = await server.post('{ me { verifyPin(pin: "1") } }')
+    // The third call is refused by admission, before anything runs.
+    expect(refused.status).toBe(429)
+    expect(server.runs).toEqual({ verifyPin: 3 })
+  })
+
+  it('dry-run: every run goes ahead', async () => {
+    const server = await start({ mode: 'dry-run' })
+    const reply = await server.post('{ accounts(first: 10) { verifyPin(pin: "0000") } }')
+    expect(server.runs).toEqual({ verifyPin: 10 })
+    expect(reply.body.errors).toBeUndefined()
+  })
+})
+
+describe('a field limit that names nothing in the schema is refused when Yoga is created', () => {
+  function createWith(fieldLimits: TollboothGraphQLOptions['fieldLimits']): unknown {
+    try {
+      createYoga({
+        schema: schemaCountingRuns({}),
+        logging: false,
+        plugins: [
+          useTollbooth({ limiter: tokenBucket({ name: 'x', capacity: 1, refillPerSecond: 1 }), fieldLimits }),
+        ],
+      })
+    } catch (error) {
+      return error
+    }
+    return undefined
+  }
+
+  it.each([
+    [
+      'mutation.login',
+      'useTollbooth: "fieldLimits["mutation.login"]" must name a field of the schema, got "mutation.login" (did you mean "Mutation.login"?)',
+    ],
+    [
+      'Mutation.logn',
+      'useTollbooth: "fieldLimits["Mutation.logn"]" must name a field of the schema, got "Mutation.logn" (did you mean "Mutation.login"?)',
+    ],
+  ])('%s', (coordinate, message) => {
+    expect(createWith({ [coordinate]: { limit: 5, windowMs: 60_000 } })).toMatchObject({
+      code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+      message,
+    })
+  })
+
+  it('a `by` argument the field does not have', () => {
+    expect(createWith({ 'Mutation.login': { limit: 5, windowMs: 60_000, by: ['emial'] } })).toMatchObject({
+      code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+      message:
+        'useTollbooth: "fieldLimits["Mutation.login"].by" must name an argument of Mutation.login, got "emial" (did you mean "email"?)',
+    })
+  })
+})
