@@ -26,10 +26,10 @@
  * TypeScript sources, which tsx would compile with `__name()` wrappers around every closure.
  */
 import { cpus } from 'node:os'
-import { Redis, type RedisOptions } from 'ioredis'
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible'
 import { type Decision, MemoryStore, type RateLimiter, RedisStore, tokenBucket } from 'tollbooth'
-import { startRedis } from '../test/helpers/redisServer.js'
+import { startRedis, startRedisCluster } from '../test/helpers/redisServer.js'
 import { LatencyHistogram } from './latency.js'
 import { count, fmt, loadAverage, median } from './report.js'
 
@@ -40,7 +40,16 @@ const PER_SECOND = 100 // tollbooth: refill per second; RLF: a window of 1 s
 const WARMUP_MS = 1_000
 const MEASURE_MS = 3_000
 const ROUNDS = 3
-const TARGETS: Record<Backend, number | undefined> = { memory: 1.5, redis: 1.3, unlimited: undefined }
+const TARGETS: Record<Backend, number | undefined> = {
+  memory: 1.5,
+  redis: 1.3,
+  cluster: 1.3,
+  unlimited: undefined,
+}
+const BACKENDS = ['memory', 'unlimited', 'redis', 'cluster'] as const
+/** `-- --only cluster` (or memory, unlimited, redis) runs one pair. */
+const ONLY = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : undefined
+const RUN_BACKENDS = BACKENDS.filter((backend) => ONLY === undefined || backend === ONLY)
 const UNREACHABLE = 1e12
 
 const keys = Array.from({ length: KEY_COUNT }, (_, i) => `user:${i}`)
@@ -56,8 +65,20 @@ const redisClientOptions = (port: number): RedisOptions => ({
   lazyConnect: true,
 })
 
-/** `unlimited`: memory again, with a quota no key reaches, so neither library denies (denials cost them differently). */
-type Backend = 'memory' | 'redis' | 'unlimited'
+/**
+ * What the README recommends for a Cluster (RLF's docs recommend `enableOfflineQueue: false` too), the same for
+ * both libraries' clients.
+ */
+const clusterClientOptions: ClusterOptions = {
+  redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 1000 },
+  enableOfflineQueue: false,
+}
+
+/**
+ * `unlimited`: memory again, with a quota no key reaches, so neither library denies (denials cost them differently).
+ * `cluster`: a Redis Cluster of 3 masters with a replica each, started here.
+ */
+type Backend = (typeof BACKENDS)[number]
 
 interface Contender {
   readonly name: string
@@ -175,8 +196,11 @@ async function measure(contender: Contender): Promise<Result> {
 }
 
 async function main(): Promise<void> {
-  const redis = await startRedis()
-  const clients: Redis[] = []
+  const [redis, cluster] = await Promise.all([
+    startRedis(),
+    startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 1000 }),
+  ])
+  const clients: (Redis | Cluster)[] = []
   const memoryStore = new MemoryStore()
   const storeErrors = new Map<string, number>()
   try {
@@ -188,6 +212,25 @@ async function main(): Promise<void> {
     }
     const tollboothClient = await connect()
     const rlfClient = await connect()
+    const connectCluster = async () => {
+      const client = new Cluster(cluster.startupNodes, clusterClientOptions)
+      clients.push(client)
+      await new Promise<void>((resolve, reject) => {
+        client.once('ready', resolve)
+        client.once('error', reject)
+      })
+      return client
+    }
+    const tollboothCluster = await connectCluster()
+    const rlfCluster = await connectCluster()
+    const clusterStore = new RedisStore({
+      client: tollboothCluster,
+      hooks: {
+        onStoreError: ({ error }) => count(storeErrors, `cluster: ${error.code ?? error.message}`),
+        onBreakerChange: ({ to }) => count(storeErrors, `cluster: breaker → ${to}`),
+      },
+    })
+    await clusterStore.warmUp()
     const redisVersion = /redis_version:(\S+)/.exec(await tollboothClient.info('server'))?.[1] ?? '?'
 
     const contenders: Contender[] = [
@@ -239,6 +282,22 @@ async function main(): Promise<void> {
           duration: CAPACITY / PER_SECOND,
         }),
       ),
+      tollboothContender(
+        'tollbooth tokenBucket / RedisStore, cluster',
+        'cluster',
+        tokenBucket({ name: 'bench', capacity: CAPACITY, refillPerSecond: PER_SECOND, store: clusterStore }),
+      ),
+      rlfContender(
+        'RLF RateLimiterRedis, cluster',
+        'cluster',
+        new RateLimiterRedis({
+          storeClient: rlfCluster,
+          useRedisPackage: false,
+          keyPrefix: 'bench',
+          points: CAPACITY,
+          duration: CAPACITY / PER_SECOND,
+        }),
+      ),
     ]
 
     console.log(
@@ -250,11 +309,14 @@ async function main(): Promise<void> {
         `${WARMUP_MS / 1000} s warm-up + ${MEASURE_MS / 1000} s measured, ${ROUNDS} rounds, median shown`,
     )
     console.log(`load average before: ${loadAverage()}`)
-    console.log(`ioredis options (both clients): ${JSON.stringify(redisClientOptions(redis.port))}\n`)
+    console.log(`ioredis options (both clients): ${JSON.stringify(redisClientOptions(redis.port))}`)
+    console.log(
+      `cluster: 3 masters + 3 replicas, ioredis Cluster options (both clients): ${JSON.stringify(clusterClientOptions)}\n`,
+    )
 
     const results = new Map<Contender, Result[]>(contenders.map((c) => [c, []]))
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const backend of ['memory', 'unlimited', 'redis'] as const) {
+      for (const backend of RUN_BACKENDS) {
         const pair = contenders.filter((c) => c.backend === backend)
         if (round % 2 === 0) pair.reverse()
         for (const contender of pair) {
@@ -268,21 +330,23 @@ async function main(): Promise<void> {
     }
 
     const summary = new Map(
-      contenders.map((c) => {
-        const rounds = results.get(c) ?? []
-        const byRate = [...rounds].sort((a, b) => a.perSecond - b.perSecond)
-        return [
-          c,
-          {
-            perSecond: median(rounds.map((r) => r.perSecond)),
-            p50: median(rounds.map((r) => r.p50)),
-            p99: median(rounds.map((r) => r.p99)),
-            allowedRatio: median(rounds.map((r) => r.allowedRatio)),
-            errors: rounds.reduce((sum, r) => sum + r.errors, 0),
-            spread: `${fmt(byRate[0]?.perSecond)}–${fmt(byRate.at(-1)?.perSecond)}`,
-          },
-        ] as const
-      }),
+      contenders
+        .filter((c) => RUN_BACKENDS.includes(c.backend))
+        .map((c) => {
+          const rounds = results.get(c) ?? []
+          const byRate = [...rounds].sort((a, b) => a.perSecond - b.perSecond)
+          return [
+            c,
+            {
+              perSecond: median(rounds.map((r) => r.perSecond)),
+              p50: median(rounds.map((r) => r.p50)),
+              p99: median(rounds.map((r) => r.p99)),
+              allowedRatio: median(rounds.map((r) => r.allowedRatio)),
+              errors: rounds.reduce((sum, r) => sum + r.errors, 0),
+              spread: `${fmt(byRate[0]?.perSecond)}–${fmt(byRate.at(-1)?.perSecond)}`,
+            },
+          ] as const
+        }),
     )
 
     console.log()
@@ -311,7 +375,7 @@ async function main(): Promise<void> {
       )
     }
     console.log()
-    for (const backend of ['memory', 'unlimited', 'redis'] as const) {
+    for (const backend of RUN_BACKENDS) {
       const rate = (library: Contender['library']) =>
         [...summary].find(([c]) => c.backend === backend && c.library === library)?.[1].perSecond ??
         Number.NaN
@@ -331,7 +395,7 @@ async function main(): Promise<void> {
   } finally {
     await Promise.all(clients.map((client) => client.quit().catch(() => client.disconnect())))
     memoryStore.close()
-    await redis.stop()
+    await Promise.all([redis.stop(), cluster.stop()])
   }
 }
 

@@ -75,6 +75,7 @@ describe('a cost above what a policy can ever admit, while the store is down', (
   beforeAll(async () => {
     redis = await startRedis()
     client = new Redis(redis.url, limiterClientOptions)
+    client.on('error', () => {}) // the server is stopped below: refused reconnections are expected
     await whenReady(client)
     store = new RedisStore({ client, timeoutMs: 200, breaker: { failureThreshold: 1000 } })
     await redis.stop()

@@ -1,8 +1,10 @@
-import { Cluster } from 'ioredis'
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import calculateSlot from 'cluster-key-slot'
+import { Cluster, Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
 import { tokenBucket } from '../../src/core/limiters/tokenBucket.js'
 import { RedisStore } from '../../src/core/stores/redisStore.js'
-import { createClusterClient, createRedisClient, whenReady } from '../helpers/stores.js'
+import { type RedisClusterProcess, startRedisCluster } from '../helpers/redisServer.js'
+import { createClusterClient, createRedisClient, limiterClientOptions, whenReady } from '../helpers/stores.js'
 
 describe('RedisStore batching', () => {
   let calls: number
@@ -77,7 +79,7 @@ describe('RedisStore batching', () => {
 })
 
 describe('RedisStore on a cluster', () => {
-  it('after warmUp, answers the first decisions within the default deadline, one call per decision', async () => {
+  it('after warmUp, sends the decisions of one turn for one node in one call, whatever their slots', async () => {
     let calls = 0
     const client = createClusterClient()
     try {
@@ -88,16 +90,95 @@ describe('RedisStore on a cluster', () => {
         prefix: `cb-${Date.now()}:`,
         hooks: { onStoreLatency: () => calls++ },
       })
-      expect(store.maxBatch).toBe(1)
       // Connects the lazily connected nodes and loads the scripts: without it a cold node answers in ~100 ms.
       await store.warmUp()
+      calls = 0
       const limiter = tokenBucket({ name: 'c', store, capacity: 2, refillPerSecond: 0.001, denyCache: false })
-      const decisions = await Promise.all(['a', 'b', 'c', 'a', 'a'].map((key) => limiter.consume(key)))
-      expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, false])
+      const identities = Array.from({ length: 30 }, (_, i) => `user-${i}`)
+      // Each identity three times: the third of each is denied, in order within its node's call.
+      const decisions = await Promise.all(
+        [...identities, ...identities, ...identities].map((key) => limiter.consume(key)),
+      )
+      expect(decisions.map((d) => d.allowed)).toEqual([
+        ...identities.map(() => true),
+        ...identities.map(() => true),
+        ...identities.map(() => false),
+      ])
       expect(decisions.every((d) => d.source === 'store')).toBe(true)
-      expect(calls).toBe(5)
+      // One call per node holding any of these keys (the 30 keys are in 30 slots, spread over the 3 masters).
+      const nodes = new Set(identities.map((id) => client.slots[calculateSlot(store.keyOf('c', id))]?.[0]))
+      expect(nodes.size).toBe(3)
+      expect(calls).toBe(nodes.size)
     } finally {
       client.disconnect()
+    }
+  })
+})
+
+describe('RedisStore on a cluster whose slot is being migrated', () => {
+  let cluster: RedisClusterProcess
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3 })
+  })
+  afterAll(async () => {
+    await cluster?.stop()
+  })
+
+  it('a key that has left its node mid-migration is decided where it went, with its state: no fresh bucket', async () => {
+    const { enableOfflineQueue, ...redisOptions } = limiterClientOptions
+    const client = new Cluster(cluster.startupNodes, { redisOptions, enableOfflineQueue })
+    const direct = new Map<number, Redis>()
+    try {
+      const store = new RedisStore({ client, prefix: `mig-${Date.now()}:`, timeoutMs: 5000 })
+      await store.warmUp()
+      const limiter = tokenBucket({ name: 'm', store, capacity: 3, refillPerSecond: 0.001, denyCache: false })
+      const key = store.keyOf('m', 'alice')
+      const slot = calculateSlot(key)
+      const owner = client.slots[slot]?.[0] as string
+      // Another identity on the same node, so that one node call holds both.
+      let neighbour = ''
+      for (let i = 0; neighbour === ''; i++) {
+        const other = `neighbour-${i}`
+        const otherSlot = calculateSlot(store.keyOf('m', other))
+        if (otherSlot !== slot && client.slots[otherSlot]?.[0] === owner) neighbour = other
+      }
+      expect((await limiter.consume('alice', 2)).remaining).toBe(1)
+
+      // Move alice's key to another master the way redis-cli --cluster reshard does, and stop half-way: the slot
+      // stays MIGRATING on its owner (which still serves its other keys) and IMPORTING on the target.
+      const node = (address: string) => {
+        const port = Number(address.split(':')[1])
+        let redis = direct.get(port)
+        if (redis === undefined) {
+          redis = new Redis(port, '127.0.0.1')
+          direct.set(port, redis)
+        }
+        return redis
+      }
+      const source = node(owner)
+      const targetAddress = cluster.startupNodes
+        .map((n) => `127.0.0.1:${n.port}`)
+        .find((a) => a !== owner) as string
+      const target = node(targetAddress)
+      const [sourceId, targetId] = await Promise.all([source.cluster('MYID'), target.cluster('MYID')])
+      await target.cluster('SETSLOT', slot, 'IMPORTING', sourceId as string)
+      await source.cluster('SETSLOT', slot, 'MIGRATING', targetId as string)
+      const [host, port] = targetAddress.split(':') as [string, string]
+      await source.call('MIGRATE', host, port, '', 0, 5000, 'KEYS', key)
+      // (EXISTS would answer ASK now: count what the node holds in the slot instead.)
+      expect(await source.cluster('COUNTKEYSINSLOT', slot)).toBe(0)
+
+      // One turn: the node call holds both; alice's key is not there any more, her request goes again alone and
+      // follows the ASK to the target, where her bucket holds 1.
+      const [alice, other] = await Promise.all([limiter.consume('alice'), limiter.consume(neighbour)])
+      expect(alice).toMatchObject({ allowed: true, remaining: 0, source: 'store' })
+      expect(other).toMatchObject({ allowed: true, remaining: 2, source: 'store' })
+      expect(await limiter.consume('alice')).toMatchObject({ allowed: false, source: 'store' })
+      // Nothing of alice's was written back on the node she left.
+      expect(await source.cluster('COUNTKEYSINSLOT', slot)).toBe(0)
+    } finally {
+      client.disconnect()
+      for (const redis of direct.values()) redis.disconnect()
     }
   })
 })

@@ -12,8 +12,10 @@ import { emit, type StoreHooks, storeHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { nonEmptyString, positiveInteger } from '../validate.js'
 import { addressOf, ClientReadiness } from './clientReadiness.js'
+import { callsByNode, isRedirection, NOT_ON_THIS_NODE } from './clusterCalls.js'
 import { allOfLua } from './lua/allOf.js'
 import { batchLua } from './lua/batch.js'
+import { nodeBatchLua } from './lua/nodeBatch.js'
 import type { Reply, Store, StoreRequest } from './store.js'
 
 export interface RedisStoreOptions {
@@ -70,10 +72,14 @@ export interface WarmUpOptions {
 
 const WARM_UP_OPTIONS = optionNames<WarmUpOptions>({ timeoutMs: true })
 
+/** Most requests a cluster store gathers before sending them (else at the end of the turn). */
+const MAX_CLUSTER_QUEUE = 1024
+
 type BatchCommand = (numberOfKeys: number, ...keysThenArgs: (number | string)[]) => Promise<number[]>
 
 /** ioredis command names; `defineCommand` sends EVALSHA and falls back to EVAL on NOSCRIPT. */
 const batchCommand = 'tollboothBatch'
+const nodeBatchCommand = 'tollboothNodeBatch'
 const allOfCommand = 'tollboothAllOf'
 
 interface Pending {
@@ -100,7 +106,11 @@ export class RedisStore implements Store {
   private readonly clock: Clock | undefined
   private readonly batch: BatchCommand
   private readonly allOf: BatchCommand
+  /** On a cluster: the node batch command (see `nodeBatchLua`). */
+  private readonly nodeBatch: BatchCommand | undefined
   private readonly readiness: ClientReadiness
+  /** Queued requests that are sent without waiting for the end of the turn. */
+  private readonly flushAt: number
   private queue: Pending[] = []
   private flushScheduled = false
 
@@ -120,8 +130,10 @@ export class RedisStore implements Store {
       throw invalidOption('RedisStore', 'prefix', 'a string without "{" or "}"', this.prefix)
     }
     this.timeoutMs = positiveInteger('RedisStore', 'timeoutMs', options.timeoutMs ?? 50)
-    const maxBatch = positiveInteger('RedisStore', 'maxBatch', options.maxBatch ?? 32)
-    this.maxBatch = isCluster(this.client) ? 1 : maxBatch
+    this.maxBatch = positiveInteger('RedisStore', 'maxBatch', options.maxBatch ?? 32)
+    // On a cluster a batch is per slot, and keys of different identities rarely share one: the turn's requests
+    // are gathered, then grouped by slot and node.
+    this.flushAt = isCluster(this.client) ? MAX_CLUSTER_QUEUE : this.maxBatch
     this.keySecret =
       options.keySecret === undefined
         ? undefined
@@ -133,6 +145,7 @@ export class RedisStore implements Store {
       emit(this.hooks.onBreakerChange, { store: this.name, from, to }),
     )
     this.batch = this.defineOnce(batchCommand, batchLua)
+    this.nodeBatch = isCluster(this.client) ? this.defineOnce(nodeBatchCommand, nodeBatchLua) : undefined
     this.allOf = this.defineOnce(allOfCommand, allOfLua)
   }
 
@@ -155,6 +168,7 @@ export class RedisStore implements Store {
           try {
             await node.script('LOAD', batchLua)
             await node.script('LOAD', allOfLua)
+            if (isCluster(this.client)) await node.script('LOAD', nodeBatchLua)
           } catch (cause) {
             throw new TollboothError(
               ErrorCodes.STORE_ERROR,
@@ -188,8 +202,14 @@ export class RedisStore implements Store {
     return keys
   }
 
+  /** A peek (it writes nothing) through the command decisions take: the node batch on a cluster. */
   private probe(key: string): Promise<void> {
-    return this.batch(1, key, this.now(), 'gcra', 'peek', 1, 1, 1).then(
+    const peek = ['gcra', 'peek', 1, 1, 1]
+    const call =
+      this.nodeBatch === undefined
+        ? this.batch(1, key, this.now(), ...peek)
+        : this.nodeBatch(1, key, this.now(), 1, key, ...peek)
+    return call.then(
       () => undefined,
       (cause: unknown) => {
         throw new TollboothError(
@@ -228,7 +248,7 @@ export class RedisStore implements Store {
     const key = this.keyOf(request.limiter, request.key)
     return new Promise<Reply>((resolve, reject) => {
       this.queue.push({ key, request, resolve, reject })
-      if (this.queue.length >= this.maxBatch) this.flush()
+      if (this.queue.length >= this.flushAt) this.flush()
       else if (!this.flushScheduled) {
         this.flushScheduled = true
         // At the end of this turn of the event loop, as ioredis' auto-pipelining does: under load Node reads each
@@ -253,27 +273,91 @@ export class RedisStore implements Store {
     await this.guarded('delete', () => this.client.del(this.keyOf(limiter, key)))
   }
 
-  /** Sends the queued requests, `maxBatch` per script call. */
+  /** Sends the queued requests, `maxBatch` per script call; on a cluster, grouped by node. */
   private flush(): void {
     this.flushScheduled = false
     const queued = this.queue
     this.queue = []
+    if (isCluster(this.client)) {
+      for (const calls of callsByNode(this.client, queued, this.maxBatch)) this.sendToNode(calls)
+      return
+    }
     for (let start = 0; start < queued.length; start += this.maxBatch) {
       this.send(queued.slice(start, start + this.maxBatch))
     }
   }
 
-  private send(pending: readonly Pending[]): void {
+  /**
+   * A cluster node's calls of this turn (see `nodeBatchLua`), in one pipeline: one socket write and one deadline
+   * for them all. A request whose key the node turns out not to hold (the slot map changed under a failover, or its
+   * slot is being migrated) is sent again on its own, its key declared, so that Redis and ioredis redirect it; so
+   * is every request of a call the node redirected as a whole.
+   */
+  private sendToNode(calls: readonly (readonly Pending[])[]): void {
+    this.guarded('batch', () => {
+      const pipeline = this.client.pipeline() as unknown as Record<string, BatchCommand> & {
+        exec(): Promise<[Error | null, number[]][] | null>
+      }
+      for (const call of calls) {
+        ;(pipeline[nodeBatchCommand] as BatchCommand)(
+          1,
+          (call[0] as Pending).key,
+          ...this.nodeBatchArgs(call),
+        )
+      }
+      return pipeline.exec()
+    }).then(
+      (results) => {
+        for (const [i, call] of calls.entries()) {
+          const [error, flat] = results?.[i] ?? [new Error('no reply in the pipeline'), []]
+          if (error === null) this.answer(call, flat)
+          else if (isRedirection(error)) for (const p of call) this.send([p])
+          else {
+            const failure = new TollboothError(ErrorCodes.STORE_ERROR, `${this.name}: ${error.message}`, {
+              cause: error,
+            })
+            emit(this.hooks.onStoreError, { store: this.name, op: 'batch', error: failure })
+            for (const p of call) p.reject(failure)
+          }
+        }
+      },
+      (error: unknown) => {
+        for (const call of calls) for (const p of call) p.reject(error)
+      },
+    )
+  }
+
+  /** ARGV of the node batch script: the time, the count, and each request's key, algorithm, op and args. */
+  private nodeBatchArgs(pending: readonly Pending[]): (number | string)[] {
+    const args: (number | string)[] = [this.now(), pending.length]
+    for (const { key, request } of pending) args.push(key, request.algorithm, request.op, ...request.args)
+    return args
+  }
+
+  /** KEYS then ARGV of the batch script for these requests. */
+  private scriptArgs(pending: readonly Pending[]): (number | string)[] {
     const keysThenArgs: (number | string)[] = pending.map((p) => p.key)
     keysThenArgs.push(this.now())
     for (const { request } of pending) keysThenArgs.push(request.algorithm, request.op, ...request.args)
+    return keysThenArgs
+  }
+
+  /**
+   * Hands each request its reply: the scripts answer 5 integers per request, flattened. A request a cluster node
+   * did not hold the key of is sent again on its own.
+   */
+  private answer(pending: readonly Pending[], flat: readonly number[]): void {
+    for (let i = 0; i < pending.length; i++) {
+      const p = pending[i] as Pending
+      if (flat[i * 5] === NOT_ON_THIS_NODE) this.send([p])
+      else p.resolve(flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
+    }
+  }
+
+  private send(pending: readonly Pending[]): void {
     const op = pending.length === 1 ? (pending[0] as Pending).request.op : 'batch'
-    this.guarded(op, () => this.batch(pending.length, ...keysThenArgs)).then(
-      (flat) => {
-        for (let i = 0; i < pending.length; i++) {
-          ;(pending[i] as Pending).resolve(flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
-        }
-      },
+    this.guarded(op, () => this.batch(pending.length, ...this.scriptArgs(pending))).then(
+      (flat) => this.answer(pending, flat),
       (error: unknown) => {
         for (const p of pending) p.reject(error)
       },
