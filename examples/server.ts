@@ -399,7 +399,7 @@ function banner(url: string): string {
       anonymousBudget.failPolicy,
     ],
     // @rateLimit in the schema; the plugin's field limits fail closed unless told otherwise.
-    ['login', 'Mutation.login: 5 per minute per client IP (IPv6: /64) and e-mail (@rateLimit)', 'closed'],
+    ['login', 'Mutation.login: 5 per minute per client IP (IPv6: /56) and e-mail (@rateLimit)', 'closed'],
     // The plugin's subscription leases use the default policy of a limiter.
     ['subscriptions', `${subscriptionsPerIdentity} open per identity, 1 budget unit per event`, 'open'],
     [

@@ -6,27 +6,32 @@ import {
   isInterfaceType,
   isObjectType,
 } from 'graphql'
-import type { FieldLimitDenial, LimitedField, Occurrence } from './fieldLimits.js'
+import type { FieldLimitDenial, LimitedField } from './fieldLimits.js'
 
-/** What admission paid for, per limited field of one operation, and how many times the field has run since. */
+/** What admission paid for one limited field and one key (client and `by` values), and how many runs since. */
 interface Runs {
   paid: number
   ran: number
 }
 
+/** The runs of one operation: per limited field, per key. */
+type OperationRuns = Map<LimitedField, Map<string, Runs>>
+
 /**
  * The part of a field limit that only execution can know. Admission spends one unit per occurrence of a limited
  * field in the document, before anything runs; but an occurrence runs once per item of every list above it
  * (`accounts(first: 50) { verifyPin }` runs 50 times) and once per spread of a fragment in different places. So the
- * limited fields' resolvers are wrapped: each run beyond what admission paid for spends one more unit when it
- * happens, and a denial makes that run a field error (RATE_LIMITED) instead of calling the resolver.
+ * limited fields' resolvers are wrapped: each run beyond what admission paid for its key spends one more unit when
+ * it happens, and a denial makes that run a field error (RATE_LIMITED) instead of calling the resolver. What was
+ * paid for one key (one e-mail) is never spent by a run for another.
  *
  * The wrapping is done once per schema, on the schema's own field objects (as Envelop's `useOnResolve` does); only
- * limited fields are wrapped, so no other resolver pays anything.
+ * limited fields are wrapped, so no other resolver pays anything. Only operations this plugin admitted are counted:
+ * another plugin (another Yoga on the same schema) counts its own.
  */
 export class FieldLimitExecutions {
-  /** Per operation, keyed by its context object (one per operation, batches included). */
-  private readonly runs = new WeakMap<object, Map<LimitedField, Runs>>()
+  /** The operations this plugin admitted, keyed by their context object (one per operation, batches included). */
+  private readonly runs = new WeakMap<object, OperationRuns>()
   /** The limits each field's resolver is already wrapped for (a schema is seen again on every schema change). */
   private readonly guarded = new WeakMap<object, WeakSet<LimitedField>>()
 
@@ -37,18 +42,19 @@ export class FieldLimitExecutions {
     private readonly refusal: (denial: FieldLimitDenial) => GraphQLError | undefined,
   ) {}
 
-  /** Admission spent one unit for each of these occurrences, for the operation of `context`. */
-  paidFor(context: object, occurrences: readonly Occurrence[]): void {
+  /** Admission let the operation of `context` through: its runs of limited fields are counted from now on. */
+  admitted(context: object): void {
+    if (!this.runs.has(context)) this.runs.set(context, new Map())
+  }
+
+  /** Admission spent one unit on each of these keys, for the operation of `context`. */
+  paidFor(context: object, paid: readonly { readonly limit: LimitedField; readonly key: string }[]): void {
     let runs = this.runs.get(context)
     if (runs === undefined) {
       runs = new Map()
       this.runs.set(context, runs)
     }
-    for (const { limit } of occurrences) {
-      const counted = runs.get(limit)
-      if (counted === undefined) runs.set(limit, { paid: 1, ran: 0 })
-      else counted.paid++
-    }
+    for (const { limit, key } of paid) runsOf(runs, limit, key).paid++
   }
 
   /**
@@ -82,10 +88,13 @@ export class FieldLimitExecutions {
     resolve: GraphQLFieldResolver<unknown, unknown>,
   ): GraphQLFieldResolver<unknown, unknown> {
     return (source, args, context, info) => {
-      const runs = this.runsOf(context, limit)
-      if (runs !== undefined && ++runs.ran <= runs.paid) return resolve(source, args, context, info)
-      const ip = this.ipOf((context ?? {}) as Record<string, unknown>)
-      return limit.limiter.consume(limit.keyOf(args, ip)).then((decision) => {
+      const runs = typeof context === 'object' && context !== null ? this.runs.get(context) : undefined
+      // An operation this plugin did not admit is not its to count (another plugin on the same schema counts it).
+      if (runs === undefined) return resolve(source, args, context, info)
+      const key = limit.keyOf(args, this.ipOf(context as Record<string, unknown>))
+      const counted = runsOf(runs, limit, key)
+      if (++counted.ran <= counted.paid) return resolve(source, args, context, info)
+      return limit.limiter.consume(key).then((decision) => {
         if (!decision.allowed) {
           const error = this.refusal({ coordinate: limit.coordinate, decision, limiter: limit.limiter })
           if (error !== undefined) throw error
@@ -94,21 +103,18 @@ export class FieldLimitExecutions {
       })
     }
   }
+}
 
-  /** The runs of `limit` in the operation of `context`; undefined when the context is not an object. */
-  private runsOf(context: unknown, limit: LimitedField): Runs | undefined {
-    if (typeof context !== 'object' || context === null) return undefined
-    let runs = this.runs.get(context)
-    if (runs === undefined) {
-      runs = new Map()
-      this.runs.set(context, runs)
-    }
-    let counted = runs.get(limit)
-    if (counted === undefined) {
-      // Nothing paid: the operation did not go through admission, or selected the field where it was not seen.
-      counted = { paid: 0, ran: 0 }
-      runs.set(limit, counted)
-    }
-    return counted
+function runsOf(runs: OperationRuns, limit: LimitedField, key: string): Runs {
+  let byKey = runs.get(limit)
+  if (byKey === undefined) {
+    byKey = new Map()
+    runs.set(limit, byKey)
   }
+  let counted = byKey.get(key)
+  if (counted === undefined) {
+    counted = { paid: 0, ran: 0 }
+    byKey.set(key, counted)
+  }
+  return counted
 }

@@ -137,10 +137,11 @@ export class FieldLimits {
     operation: OperationDefinitionNode,
     variables: () => Readonly<Record<string, unknown>>,
     ip: () => string,
+    context: object = {},
   ): Promise<FieldLimitDenial | undefined> | undefined {
     const occurrences = this.selected(schema, document, operation)
     if (occurrences.length === 0) return undefined
-    return this.spend(occurrences, variables(), ip())
+    return this.spend(occurrences, variables(), ip(), context)
   }
 
   /** Spends one unit per occurrence (from `selected`); resolves the first denial, or undefined when all passed. */
@@ -148,10 +149,19 @@ export class FieldLimits {
     occurrences: readonly Occurrence[],
     values: Readonly<Record<string, unknown>>,
     ip: string,
+    context: object,
   ): Promise<FieldLimitDenial | undefined> {
+    const keys = occurrences.map(({ field, node, limit }) =>
+      limit.keyOf(getArgumentValues(field, node, values), ip),
+    )
     const decisions = await Promise.all(
-      occurrences.map(({ field, node, limit }) =>
-        limit.limiter.consume(limit.keyOf(getArgumentValues(field, node, values), ip)),
+      occurrences.map(({ limit }, index) => limit.limiter.consume(keys[index] as string)),
+    )
+    // What was spent, key by key: the runs that execution counts later draw on it (see FieldLimitExecutions).
+    this.executions?.paidFor(
+      context,
+      occurrences.flatMap(({ limit }, index) =>
+        decisions[index]?.allowed === true ? [{ limit, key: keys[index] as string }] : [],
       ),
     )
     for (const [index, decision] of decisions.entries()) {
@@ -163,9 +173,12 @@ export class FieldLimits {
     return undefined
   }
 
-  /** Admission spent one unit for each occurrence, for the operation of `context` (see FieldLimitExecutions). */
-  paidFor(context: object, occurrences: readonly Occurrence[]): void {
-    this.executions?.paidFor(context, occurrences)
+  /**
+   * The operation of `context` goes through admission: when the schema has limited fields, their runs in it are
+   * counted (see FieldLimitExecutions), whether or not admission saw them selected.
+   */
+  countRuns(schema: GraphQLSchema, context: object): void {
+    if (this.executions !== undefined && this.limits(schema).size > 0) this.executions.admitted(context)
   }
 
   /**

@@ -21,7 +21,7 @@ import {
 } from './cost/costAnalyzer.js'
 import { hidesWork } from './cost/hiddenWork.js'
 import { FieldLimitExecutions } from './fieldLimitExecutions.js'
-import { type FieldLimitDenial, FieldLimits, type Occurrence } from './fieldLimits.js'
+import { type FieldLimitDenial, FieldLimits } from './fieldLimits.js'
 import { contextIp } from './identity.js'
 import type { GraphQLContext, MaybePromise, OperationEvent, TollboothGraphQLOptions } from './options.js'
 import { guardParse } from './parseGuard.js'
@@ -198,26 +198,25 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
       state.batchCost = judgedCost // a refused operation does not count toward its batch
     }
 
+    fieldLimits.countRuns(args.schema, context)
     const selected = fieldLimits.selected(args.schema, args.document, operation)
     if (selected.length === 0) return chooseLimiter(pending)
     const variables = coercedVariables(args, operation)
     return fieldLimits
-      .spend(selected, variables, contextIp(context, config.resolveIp))
-      .then((denial) => afterFieldLimits(pending, denial, selected))
+      .spend(selected, variables, contextIp(context, config.resolveIp), context)
+      .then((denial) => afterFieldLimits(pending, denial))
   }
 
   /**
-   * A sensitive field's denial refuses the operation before its budget is charged. Otherwise what was paid is
-   * noted: a limited field that runs more often than it occurs (under a list) pays for each further run then.
+   * A sensitive field's denial refuses the operation before its budget is charged. (A limited field that then runs
+   * more often than it occurs, under a list, pays for each further run as it runs: see FieldLimitExecutions.)
    */
   const afterFieldLimits = (
     pending: Pending,
     denial: FieldLimitDenial | undefined,
-    selected: readonly Occurrence[],
   ): MaybePromise<Admission | undefined> => {
     if (denial !== undefined && refuse(pending, fieldRefusal(config, denial), denial.decision))
       return undefined
-    fieldLimits.paidFor(pending.context, selected)
     return chooseLimiter(pending)
   }
 

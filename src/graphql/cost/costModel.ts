@@ -2,10 +2,12 @@ import {
   type GraphQLArgument,
   type GraphQLField,
   type GraphQLInputField,
+  type GraphQLInputType,
   type GraphQLNamedType,
   type GraphQLSchema,
   getDirectiveValues,
   getNamedType,
+  getNullableType,
   isAbstractType,
   isCompositeType,
   isInputObjectType,
@@ -13,8 +15,8 @@ import {
   isObjectType,
 } from 'graphql'
 
-import { invalidOption } from '../../core/errors.js'
-import { checkOptionKeys, optionNames } from '../../core/knownOptions.js'
+import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
+import { checkOptionKeys, closestName, optionNames } from '../../core/knownOptions.js'
 import { isOptionsObject } from '../../core/validate.js'
 
 /** `@listSize` as options or field extensions (same names as the directive's arguments). */
@@ -63,11 +65,6 @@ export interface FieldCost {
 
 export interface ResolvedListSize {
   readonly assumedSize: number | undefined
-  /**
-   * Without a slicing argument, the size is at least `defaultListSize` even when `assumedSize` is set: a field of
-   * an interface priced for implementations of which some assume a size and some do not.
-   */
-  readonly atLeastDefault?: boolean
   /** Each slicing argument as a path: `['first']`, `['input', 'first']`. */
   readonly slicingArguments: readonly (readonly string[])[]
   readonly sizedFields: ReadonlySet<string> | undefined
@@ -97,21 +94,27 @@ export class CostModel {
   ) {
     checkCoordinates(schema, costMap)
     checkExtensionListSizes(schema)
+    this.checkListSizes()
+  }
+
+  /**
+   * Every field's list size, from the options, extensions or SDL, names arguments and child fields that exist: a
+   * misspelt `slicingArguments` entry would silently price the list at `defaultListSize` whatever the client asks.
+   */
+  private checkListSizes(): void {
+    for (const type of Object.values(this.schema.getTypeMap())) {
+      if ((!isObjectType(type) && !isInterfaceType(type)) || type.name.startsWith('__')) continue
+      for (const field of Object.values(type.getFields())) {
+        const listSize = this.field(type, field).listSize
+        if (listSize !== undefined) checkListSizeNames(`${type.name}.${field.name}`, field, listSize)
+      }
+    }
   }
 
   field(parentType: GraphQLNamedType, field: GraphQLField<unknown, unknown>): FieldCost {
     let cost = this.fields.get(field)
     if (cost === undefined) {
       cost = this.compileField(parentType, field)
-      // Selected on an interface, the field runs as one of its implementations': priced as the dearest of them, so
-      // that weights set on the implementations cannot be dodged by asking through the interface.
-      if (isInterfaceType(parentType)) {
-        const implementations = this.schema.getPossibleTypes(parentType).flatMap((type) => {
-          const implementation = type.getFields()[field.name]
-          return implementation === undefined ? [] : [this.field(type, implementation)]
-        })
-        cost = dearest([cost, ...implementations])
-      }
       this.fields.set(field, cost)
     }
     return cost
@@ -231,55 +234,6 @@ export class CostModel {
 
 type DirectableNode = Parameters<typeof getDirectiveValues>[1]
 
-/** A cost at least as dear as each of `costs` for any arguments: the heaviest weight, the largest list size. */
-function dearest(costs: readonly FieldCost[]): FieldCost {
-  const [first, ...rest] = costs as [FieldCost, ...FieldCost[]]
-  if (rest.every((cost) => sameCost(cost, first))) return first
-  const listSizes = costs.flatMap((cost) => cost.listSize ?? [])
-  const weighted = new Map<string, WeightedInput>()
-  for (const input of costs.flatMap((cost) => cost.weightedArguments)) {
-    const known = weighted.get(input.name)
-    if (known === undefined || input.weight > known.weight) weighted.set(input.name, input)
-  }
-  return {
-    weight: Math.max(...costs.map((cost) => cost.weight)),
-    listSize:
-      listSizes.length === 0
-        ? undefined
-        : {
-            assumedSize: maxDefined(listSizes.map((size) => size.assumedSize)),
-            // Some implementation without a size of its own is sized by the default.
-            atLeastDefault:
-              listSizes.length < costs.length ||
-              listSizes.some((size) => size.assumedSize === undefined || size.atLeastDefault === true),
-            slicingArguments: uniquePaths(listSizes.flatMap((size) => size.slicingArguments)),
-            sizedFields: listSizes.some((size) => size.sizedFields !== undefined)
-              ? new Set(listSizes.flatMap((size) => [...(size.sizedFields ?? [])]))
-              : undefined,
-          },
-    weightedArguments: [...weighted.values()],
-  }
-}
-
-function sameCost(a: FieldCost, b: FieldCost): boolean {
-  return (
-    a.weight === b.weight &&
-    a.listSize === b.listSize &&
-    a.weightedArguments.length === 0 &&
-    b.weightedArguments.length === 0
-  )
-}
-
-function maxDefined(values: readonly (number | undefined)[]): number | undefined {
-  const defined = values.filter((value): value is number => value !== undefined)
-  return defined.length === 0 ? undefined : Math.max(...defined)
-}
-
-function uniquePaths(paths: readonly (readonly string[])[]): (readonly string[])[] {
-  const byText = new Map(paths.map((path) => [path.join('.'), path]))
-  return [...byText.values()]
-}
-
 function extensionWeight(
   extensions: Readonly<Record<string, unknown>> | null | undefined,
 ): number | undefined {
@@ -360,6 +314,60 @@ function checkCoordinates(schema: GraphQLSchema, costMap: CostMap): void {
       )
     }
   }
+}
+
+/** A slicing argument must be a number the client can give; a sized field must be a child of the field's type. */
+function checkListSizeNames(
+  coordinate: string,
+  field: GraphQLField<unknown, unknown>,
+  listSize: ResolvedListSize,
+): void {
+  const option = `@listSize on ${coordinate}`
+  for (const path of listSize.slicingArguments) {
+    let inputs: readonly { readonly name: string; readonly type: GraphQLInputType }[] = field.args
+    let type: GraphQLInputType | undefined
+    for (const name of path) {
+      type = inputs.find((input) => input.name === name)?.type
+      if (type === undefined) {
+        const known = inputs.map((input) => input.name)
+        throw notInSchema(
+          `${option}: slicingArguments`,
+          `an argument of ${coordinate}`,
+          path.join('.'),
+          known,
+        )
+      }
+      const named = getNamedType(type)
+      inputs = isInputObjectType(named) ? Object.values(named.getFields()) : []
+    }
+    const named = type === undefined ? undefined : getNullableType(type)
+    if (named?.toString() !== 'Int' && named?.toString() !== 'Float') {
+      throw invalidOption(
+        OWNER,
+        `${option}: slicingArguments`,
+        'arguments of type Int or Float',
+        path.join('.'),
+      )
+    }
+  }
+  if (listSize.sizedFields === undefined) return
+  const returned = getNamedType(field.type)
+  const children =
+    isObjectType(returned) || isInterfaceType(returned) ? Object.keys(returned.getFields()) : []
+  for (const name of listSize.sizedFields) {
+    if (!children.includes(name)) {
+      throw notInSchema(`${option}: sizedFields`, `a field of ${returned.name}`, name, children)
+    }
+  }
+}
+
+function notInSchema(option: string, what: string, got: string, known: readonly string[]): TollboothError {
+  const closest = closestName(got, known)
+  const hint = closest === undefined ? '' : ` (did you mean "${closest}"?)`
+  return new TollboothError(
+    ErrorCodes.INVALID_OPTION,
+    `${OWNER}: "${option}" must name ${what}, got "${got}"${hint}`,
+  )
 }
 
 /** `listSize` in field extensions, like the option, refuses keys it does not know (SDL `@listSize` is graphql's). */

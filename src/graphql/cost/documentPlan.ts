@@ -4,6 +4,7 @@ import {
   type FragmentDefinitionNode,
   type GraphQLField,
   type GraphQLNamedType,
+  isInterfaceType,
   Kind,
   type SelectionSetNode,
   TypeInfo,
@@ -16,8 +17,19 @@ import type { CostModel, FieldCost } from './costModel.js'
 /** A connection field whose `@listSize(sizedFields:)` sizes one of its child fields. */
 export interface SizingParent {
   readonly node: FieldNode
+  /** The field definition whose arguments and list size give the size (an implementation's, under an interface). */
   readonly field: GraphQLField<unknown, unknown>
   readonly cost: FieldCost
+}
+
+/** How a child field node is sized by connections above it. */
+export interface Sizing {
+  readonly parents: readonly SizingParent[]
+  /**
+   * The node is also selected where no parent sizes it (a fragment spread under another field too, or under an
+   * interface field some implementation of which does not size it): it then also costs its own list size.
+   */
+  readonly alsoOwnSize: boolean
 }
 
 /**
@@ -28,13 +40,15 @@ export interface SizingParent {
  *   keys on those variables only.
  */
 export interface DocumentPlan {
-  readonly sizingParents: ReadonlyMap<FieldNode, readonly SizingParent[]>
+  readonly sizing: ReadonlyMap<FieldNode, Sizing>
   readonly costVariables: readonly string[]
 }
 
 export function planDocument(model: CostModel, document: DocumentNode): DocumentPlan {
   const fragments = fragmentsOf(document)
   const sizingParents = new Map<FieldNode, SizingParent[]>()
+  /** Sized children that some definition of their parent (an interface's implementation) does not size. */
+  const partlySized = new Set<FieldNode>()
   const costVariables = new Set<string>()
   const typeInfo = new TypeInfo(model.schema)
   visit(
@@ -47,36 +61,69 @@ export function planDocument(model: CostModel, document: DocumentNode): Document
         const field = typeInfo.getFieldDef()
         const parentType = typeInfo.getParentType()
         if (field == null || parentType == null || node.name.value.startsWith('__')) return
-        const cost = model.field(parentType as GraphQLNamedType, field)
-        if (cost.listSize !== undefined || cost.weightedArguments.length > 0) {
+        // Under an interface the field runs as one of its implementations': each may size its children its own way.
+        const definitions = [{ field, cost: model.field(parentType as GraphQLNamedType, field) }]
+        if (isInterfaceType(parentType)) {
+          for (const type of model.schema.getPossibleTypes(parentType)) {
+            const implementation = type.getFields()[field.name]
+            if (implementation !== undefined) {
+              definitions.push({ field: implementation, cost: model.field(type, implementation) })
+            }
+          }
+        }
+        if (
+          definitions.some(({ cost }) => cost.listSize !== undefined || cost.weightedArguments.length > 0)
+        ) {
           for (const argument of node.arguments ?? []) collectVariables(argument, costVariables)
         }
-        const sizedFields = cost.listSize?.sizedFields
-        if (sizedFields === undefined || node.selectionSet === undefined) return
-        const parent: SizingParent = { node, field, cost }
-        for (const child of directChildFields(node.selectionSet, fragments, sizedFields)) {
-          const list = sizingParents.get(child)
-          if (list === undefined) sizingParents.set(child, [parent])
-          else list.push(parent)
+        if (node.selectionSet === undefined) return
+        const children = directChildFields(node.selectionSet, fragments)
+        for (const { field: definition, cost } of definitions) {
+          const sizedFields = cost.listSize?.sizedFields
+          for (const child of children) {
+            if (sizedFields === undefined || !sizedFields.has(child.name.value)) {
+              partlySized.add(child)
+              continue
+            }
+            const list = sizingParents.get(child)
+            const parent: SizingParent = { node, field: definition, cost }
+            if (list === undefined) sizingParents.set(child, [parent])
+            else list.push(parent)
+          }
         }
       },
     }),
   )
-  return { sizingParents, costVariables: [...costVariables].sort() }
+  const sizing = new Map<FieldNode, Sizing>()
+  if (sizingParents.size > 0) {
+    // A node shared through a fragment spread may also sit right under the operation, or under an unsized field.
+    const elsewhere = new Set([...partlySized, ...directChildFields(rootSelectionSet(document), fragments)])
+    for (const [child, parents] of sizingParents) {
+      sizing.set(child, { parents, alsoOwnSize: elsewhere.has(child) })
+    }
+  }
+  return { sizing, costVariables: [...costVariables].sort() }
 }
 
-/** Fields of a selection set named in `names`, looking through inline fragments and spreads (each once). */
+/** Every operation's root selection set, merged (the operation executed is one of them). */
+function rootSelectionSet(document: DocumentNode): SelectionSetNode {
+  const selections = document.definitions.flatMap((definition) =>
+    definition.kind === Kind.OPERATION_DEFINITION ? definition.selectionSet.selections : [],
+  )
+  return { kind: Kind.SELECTION_SET, selections }
+}
+
+/** Fields of a selection set, looking through inline fragments and spreads (each once). */
 function directChildFields(
   selectionSet: SelectionSetNode,
   fragments: ReadonlyMap<string, FragmentDefinitionNode>,
-  names: ReadonlySet<string>,
 ): FieldNode[] {
   const found: FieldNode[] = []
   const seenFragments = new Set<string>()
   const walk = (set: SelectionSetNode): void => {
     for (const selection of set.selections) {
       if (selection.kind === Kind.FIELD) {
-        if (names.has(selection.name.value)) found.push(selection)
+        found.push(selection)
       } else if (selection.kind === Kind.INLINE_FRAGMENT) {
         walk(selection.selectionSet)
       } else if (!seenFragments.has(selection.name.value)) {

@@ -1,16 +1,18 @@
 import {
   type FieldNode,
   type GraphQLField,
+  type GraphQLNamedType,
   type GraphQLObjectType,
   type GraphQLType,
   getArgumentValues,
+  isInterfaceType,
   isListType,
   isNonNullType,
 } from 'graphql'
 import type { ComplexityEstimator, ComplexityEstimatorArgs } from 'graphql-query-complexity'
 import { readPath } from '../documentParts.js'
 import type { CostModel, FieldCost, ResolvedListSize, WeightedInput } from './costModel.js'
-import type { DocumentPlan } from './documentPlan.js'
+import type { DocumentPlan, SizingParent } from './documentPlan.js'
 
 /** Settings of the cost model that are not in the schema. */
 export interface CostSettings {
@@ -46,8 +48,8 @@ export interface EstimateRun {
   readonly mutationType: GraphQLObjectType | null | undefined
   /** Coerced variable values, to read a sizing parent's arguments. */
   readonly variables: Readonly<Record<string, unknown>>
-  /** Size given by each sizing parent node, computed once per estimate. */
-  readonly parentSizes: Map<FieldNode, ListSize>
+  /** Size given by each sizing parent, computed once per estimate. */
+  readonly parentSizes: Map<SizingParent, ListSize>
   /** When set, every priced field is recorded here in the order priced (children before their parent). */
   readonly trace?: FieldPricing[]
 }
@@ -89,11 +91,36 @@ function priceField(run: EstimateRun, args: ComplexityEstimatorArgs): FieldPrici
     const flat = run.settings.introspectionCost
     return { ...base, weight: flat, childrenCost: 0, total: flat }
   }
-  const cost = run.model.field(args.type, field)
-  const size = sizedByParent(run, node) ?? ownListSize(run, cost, field, args.args)
+  let pricing = priceDefinition(run, args, base, args.type, field, args.args)
+  // Selected on an interface, the field runs as one of its implementations': priced as the dearest of them, each
+  // with its own weights, list size and argument defaults (the arguments are read again against its definition).
+  if (isInterfaceType(args.type)) {
+    for (const type of run.model.schema.getPossibleTypes(args.type)) {
+      const implementation = type.getFields()[field.name]
+      if (implementation === undefined) continue
+      const values = getArgumentValues(implementation, node, run.variables)
+      const priced = priceDefinition(run, args, base, type, implementation, values)
+      if (priced.total > pricing.total) pricing = priced
+    }
+  }
+  return pricing
+}
+
+/** The price of one definition of the field (`parentType.field`) with these argument values. */
+function priceDefinition(
+  run: EstimateRun,
+  args: ComplexityEstimatorArgs,
+  base: Omit<FieldPricing, 'weight' | 'total'>,
+  parentType: GraphQLNamedType,
+  field: GraphQLField<unknown, unknown>,
+  values: Record<string, unknown>,
+): FieldPricing {
+  const { node } = args
+  const cost = run.model.field(parentType, field)
+  const size = listSize(run, node, ownListSize(run, cost, field, values))
   const multiplier = size?.size ?? 1
-  const argumentsCost = weightedInputCost(cost.weightedArguments, args.args)
-  const mutationCost = args.type === run.mutationType ? run.settings.mutationCost : 0
+  const argumentsCost = weightedInputCost(cost.weightedArguments, values)
+  const mutationCost = parentType === run.mutationType ? run.settings.mutationCost : 0
   // A list of size 0 still ran its resolver: the field's own weight is charged once. A size of Infinity (a Float
   // slicing argument of 1e309) costs Infinity, even for weightless items (where the product would be NaN).
   const valueCost =
@@ -113,22 +140,31 @@ function priceField(run: EstimateRun, args: ComplexityEstimatorArgs): FieldPrici
   }
 }
 
-/** A field named in a parent's `sizedFields` takes the parent's size (the largest, when several parents). */
-function sizedByParent(run: EstimateRun, node: FieldNode): ListSize | undefined {
-  const parents = run.plan.sizingParents.get(node)
-  if (parents === undefined) return undefined
+/**
+ * A field named in a parent's `sizedFields` takes the parent's size (the largest, when several parents), or its own
+ * when that is larger and the same node is also selected where no parent sizes it. Others have their own size.
+ */
+function listSize(run: EstimateRun, node: FieldNode, own: ListSize | undefined): ListSize | undefined {
+  const sizing = run.plan.sizing.get(node)
+  if (sizing === undefined) return own
+  const sized = sizedByParents(run, sizing.parents)
+  return sizing.alsoOwnSize && own !== undefined && own.size > sized.size ? own : sized
+}
+
+function sizedByParents(run: EstimateRun, parents: readonly SizingParent[]): ListSize {
   let largest: ListSize | undefined
   for (const parent of parents) {
-    let size = run.parentSizes.get(parent.node)
+    let size = run.parentSizes.get(parent)
     if (size === undefined) {
       const parentArgs = getArgumentValues(parent.field, parent.node, run.variables)
       const own = listSizeOf(run, parent.cost.listSize, parentArgs)
       size = { size: own.size, source: `sizedFields of ${parent.field.name}: ${own.source}` }
-      run.parentSizes.set(parent.node, size)
+      run.parentSizes.set(parent, size)
     }
     if (largest === undefined || size.size > largest.size) largest = size
   }
-  return largest
+  // A node is only planned as sized when some parent sizes it.
+  return largest as ListSize
 }
 
 function ownListSize(
@@ -165,12 +201,8 @@ function listSizeOf(
     }
   }
   if (largest !== undefined) return largest
-  const assumed = listSize?.assumedSize
-  const { defaultListSize } = run.settings
-  if (assumed !== undefined && !(listSize?.atLeastDefault === true && defaultListSize > assumed)) {
-    return { size: assumed, source: 'assumedSize' }
-  }
-  return { size: defaultListSize, source: 'defaultListSize' }
+  if (listSize?.assumedSize !== undefined) return { size: listSize.assumedSize, source: 'assumedSize' }
+  return { size: run.settings.defaultListSize, source: 'defaultListSize' }
 }
 
 function listDepth(type: GraphQLType): number {

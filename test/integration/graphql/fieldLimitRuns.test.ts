@@ -20,6 +20,7 @@ const typeDefs = /* GraphQL */ `
   type Account {
     id: ID!
     verifyPin(pin: String!): Boolean @rateLimit(limit: 3, window: "1m")
+    sendCode(email: String!): Boolean @rateLimit(limit: 3, window: "1m", by: ["email"])
   }
   interface Node {
     id: ID!
@@ -63,6 +64,10 @@ function schemaCountingRuns(runs: Record<string, number>) {
           ran('verifyPin')
           return false
         },
+        sendCode: (_: unknown, { email }: { email: string }) => {
+          ran(`sendCode ${email}`)
+          return true
+        },
       },
       Node: { __resolveType: () => 'Impl' },
       Impl: {
@@ -81,9 +86,12 @@ function schemaCountingRuns(runs: Record<string, number>) {
   })
 }
 
-async function start(options: Partial<TollboothGraphQLOptions> = {}) {
-  const runs: Record<string, number> = {}
-  const store = new MemoryStore()
+async function start(
+  options: Partial<TollboothGraphQLOptions> = {},
+  shared: { runs?: Record<string, number>; schema?: ReturnType<typeof schemaCountingRuns> } = {},
+) {
+  const runs: Record<string, number> = shared.runs ?? {}
+  const store = options.store ?? new MemoryStore()
   const limiter = tokenBucket({
     name: `runs-${randomUUID().slice(0, 8)}`,
     store,
@@ -91,7 +99,7 @@ async function start(options: Partial<TollboothGraphQLOptions> = {}) {
     refillPerSecond: 1,
   })
   const yoga = createYoga({
-    schema: schemaCountingRuns(runs),
+    schema: shared.schema ?? schemaCountingRuns(runs),
     logging: false,
     plugins: [useTollbooth({ limiter, store, ...options })],
   })
@@ -137,6 +145,28 @@ describe('a field limit counts runs', () => {
     // The third call is refused by admission, before anything runs.
     expect(refused.status).toBe(429)
     expect(server.runs).toEqual({ verifyPin: 3 })
+  })
+
+  it('units paid for one key are not spent by runs for another: skipped junk e-mails buy no sends to the victim', async () => {
+    const server = await start()
+    for (let round = 0; round < 3; round++) {
+      const junk = Array.from(
+        { length: 9 },
+        (_, i) => `j${i}: sendCode(email: "junk-${round}-${i}@example.com") @skip(if: true)`,
+      ).join(' ')
+      await server.post(`{ accounts(first: 10) { ${junk} v: sendCode(email: "victim@example.com") } }`)
+    }
+    expect(server.runs['sendCode victim@example.com']).toBe(3)
+  })
+
+  it('one schema served by two Yoga servers sharing a store: each run counted once', async () => {
+    const runs: Record<string, number> = {}
+    const schema = schemaCountingRuns(runs)
+    const store = new MemoryStore()
+    const a = await start({ store }, { runs, schema })
+    const b = await start({ store }, { runs, schema })
+    for (let i = 0; i < 6; i++) await (i % 2 === 0 ? a : b).post('{ me { verifyPin(pin: "1") } }')
+    expect(runs).toEqual({ verifyPin: 3 })
   })
 
   it('dry-run: every run goes ahead', async () => {

@@ -763,6 +763,92 @@ describe('CostAnalyzer: review fixes', () => {
     expect(estimate('{ viaIface { results { id } } }', undefined, { defaultListSize: 3 }, sized)).toBe(6)
   })
 
+  it("through an interface, each implementation is priced with its own arguments' defaults and weights", () => {
+    const feeds = buildSchema(`${directiveSdl}
+      type Query { feed: Feed, doc: Doc }
+      interface Feed { items(first: Int = 5): [Item!]! @listSize(slicingArguments: ["first"]) }
+      type BigFeed implements Feed { items(first: Int = 1000): [Item!]! @listSize(slicingArguments: ["first"]) }
+      type SmallFeed implements Feed { items(first: Int = 5): [Item!]! @listSize(slicingArguments: ["first"]) }
+      interface Doc { render: String }
+      type Pdf implements Doc { render(format: String = "pdf" @cost(weight: 900)): String }
+      type Txt implements Doc { render: String }
+      type Item { heavy: Int @cost(weight: 10) }`)
+    // BigFeed runs 1000 items (1 + heavy 10 each): 1 + 1000 × 11, whichever way it is asked
+    expect(estimate('{ feed { ... on BigFeed { items { heavy } } } }', undefined, undefined, feeds)).toBe(
+      11_001,
+    )
+    expect(estimate('{ feed { items { heavy } } }', undefined, undefined, feeds)).toBe(11_001)
+    // Pdf's defaulted weighted argument is given (a default counts as given): 1 + 900
+    expect(estimate('{ doc { render } }', undefined, undefined, feeds)).toBe(901)
+  })
+
+  it("a fragment's field sized by a connection in one place costs its own size where it is spread elsewhere", () => {
+    const connections = buildSchema(`${directiveSdl}
+      type Query {
+        sized(first: Int): ItemConnection @listSize(slicingArguments: ["first"], sizedFields: ["edges"])
+        all: ItemConnection!
+      }
+      type ItemConnection { edges: [Item!]! @listSize(assumedSize: 500) }
+      type Item { heavy: Int @cost(weight: 10) }`)
+    // Alone under `all`: 1 + 500 × (1 + 10) = 5501
+    expect(estimate('{ all { edges { heavy } } }', undefined, undefined, connections)).toBe(5501)
+    // Under `sized(first: 1)` only, edges take its size: 1 + 1 × 11 = 12
+    expect(estimate('{ sized(first: 1) { edges { heavy } } }', undefined, undefined, connections)).toBe(12)
+    // One fragment in both places: the shared node is priced at its own size too, max(1, 500): 2 × 5501
+    const shared =
+      '{ sized(first: 1) { ...F } all { ...F } } fragment F on ItemConnection { edges { heavy } }'
+    expect(estimate(shared, undefined, undefined, connections)).toBe(2 * 5501)
+  })
+
+  it('sizedFields on only some implementations: through the interface, the others keep their own size', () => {
+    const sources = buildSchema(`${directiveSdl}
+      type Query { source: Source }
+      interface Source { conn(first: Int): Conn }
+      type Paged implements Source { conn(first: Int): Conn @listSize(slicingArguments: ["first"], sizedFields: ["edges"]) }
+      type Dump implements Source { conn(first: Int): Conn }
+      type Conn { edges: [Item!]! @listSize(assumedSize: 500) }
+      type Item { heavy: Int @cost(weight: 10) }`)
+    // Dump's edges: 500 × 11, + conn 1 + source 1
+    expect(
+      estimate(
+        '{ source { ... on Dump { conn(first: 1) { edges { heavy } } } } }',
+        undefined,
+        undefined,
+        sources,
+      ),
+    ).toBe(5502)
+    expect(estimate('{ source { conn(first: 1) { edges { heavy } } } }', undefined, undefined, sources)).toBe(
+      5502,
+    )
+  })
+
+  it.each([
+    [
+      'a misspelt slicing argument',
+      'items(first: Int): [Item!]! @listSize(slicingArguments: ["frist"])',
+      '"@listSize on Query.items: slicingArguments" must name an argument of Query.items, got "frist" (did you mean "first"?)',
+    ],
+    [
+      'a slicing argument that is no number',
+      'items(ids: [ID!]!): [Item!]! @listSize(slicingArguments: ["ids"])',
+      '"@listSize on Query.items: slicingArguments" must be arguments of type Int or Float, got "ids"',
+    ],
+    [
+      'a sized field the type does not have',
+      'items(first: Int): Page @listSize(slicingArguments: ["first"], sizedFields: ["edgez"])',
+      '"@listSize on Query.items: sizedFields" must name a field of Page, got "edgez" (did you mean "edges"?)',
+    ],
+  ])('@listSize naming nothing in the schema is refused when the model is built: %s', (_, field, message) => {
+    const wrong = buildSchema(`${directiveSdl}
+      type Query { ${field} }
+      type Page { edges: [Item!]! }
+      type Item { id: ID! }`)
+    expect(thrown(() => new CostAnalyzer().model(wrong))).toMatchObject({
+      code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+      message: `useTollbooth: ${message}`,
+    })
+  })
+
   it('TooLargeToPriceError carries a stable code', () => {
     expect(new TooLargeToPriceError(10).code).toBe('TOLLBOOTH_ERR_TOO_LARGE_TO_PRICE')
   })
