@@ -13,7 +13,9 @@
  * REDIS_CLUSTER_NODES=host:port,host:port in a Redis Cluster · REDIS_PREFIX (default `tollbooth-example:`) ·
  * KEY_SECRET (HMAC for the identities hashed into Redis keys; set it, identities include IP addresses) ·
  * TRUST_PROXY: the proxies in front of the server, whose X-Forwarded-For is believed: a number of hops, or
- * addresses, CIDRs and `loopback`/`linklocal`/`uniquelocal`, comma-separated (default: none, the socket's address).
+ * addresses, CIDRs and `loopback`/`linklocal`/`uniquelocal`, comma-separated (default: none, the socket's address) ·
+ * TOLLBOOTH_MODE=dry-run computes and reports everything and refuses nothing · LEASE_MS: lifetime of the connection
+ * and subscription leases, which a crashed instance leaves behind until they expire (default 30000).
  *
  * SIGTERM / SIGINT: stop accepting, close WebSockets with 1001, release leases, quit Redis, exit 0.
  */
@@ -56,6 +58,8 @@ const clusterNodes = process.env.REDIS_CLUSTER_NODES || undefined
 const redisPrefix = process.env.REDIS_PREFIX || 'tollbooth-example:'
 const keySecret = process.env.KEY_SECRET || undefined
 const trustProxy = parseTrustProxy(process.env.TRUST_PROXY)
+const mode = process.env.TOLLBOOTH_MODE === 'dry-run' ? 'dry-run' : 'enforce'
+const leaseMs = Number(process.env.LEASE_MS || 30_000)
 
 // ---------------------------------------------------------------------------------------------------------------
 // Metrics and stores
@@ -208,7 +212,8 @@ const yoga = createYoga({
       trustProxy,
       maxCost,
       limits,
-      subscriptions: { maxPerIdentity: subscriptionsPerIdentity, costPerEvent: 1 },
+      subscriptions: { maxPerIdentity: subscriptionsPerIdentity, costPerEvent: 1, leaseMs },
+      mode,
       hooks: metrics.limiterHooks,
       onOperation: metrics.onOperation,
     }),
@@ -225,6 +230,7 @@ const graphqlWsLimits = { maxConnectionsPerIdentity: 5, messagesPerSecond: 20, m
 const graphqlWsProtection = protectWebSocketServer(graphqlWss, {
   store,
   trustProxy,
+  leaseMs,
   name: 'graphql-ws',
   hooks: metrics.limiterHooks,
   failPolicy: graphqlWsPolicy,
@@ -287,6 +293,7 @@ const chatLimits = {
 const chatProtection = protectWebSocketServer(chatWss, {
   store,
   trustProxy,
+  leaseMs,
   name: 'chat',
   hooks: metrics.limiterHooks,
   failPolicy: chatPolicy,
@@ -353,7 +360,7 @@ server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
 // ---------------------------------------------------------------------------------------------------------------
 
 async function start(): Promise<void> {
-  if (client !== undefined) await connectRedis(client)
+  if (client !== undefined) await connectRedis()
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, () => resolve())
@@ -363,27 +370,17 @@ async function start(): Promise<void> {
   console.log(banner(`http://localhost:${bound}`))
 }
 
-/** Waits for the connection (without an offline queue, commands sent before it fail) and loads the scripts. */
-async function connectRedis(redis: Redis | Cluster): Promise<void> {
-  const ready =
-    redis.status === 'ready'
-      ? Promise.resolve(true)
-      : new Promise<boolean>((resolve) => {
-          const timer = setTimeout(() => resolve(false), 5000)
-          redis.once('ready', () => {
-            clearTimeout(timer)
-            resolve(true)
-          })
-        })
-  if (!(await ready)) {
-    console.error(
-      'redis: not reachable yet; starting anyway (each limiter answers by its fail policy until it is)',
-    )
-    return
-  }
+/**
+ * Waits for the client to be ready on every master and loads the scripts: without an offline queue, commands sent
+ * before the client is ready would fail. An unreachable store does not stop the server: each limiter answers by its
+ * fail policy until the store is back.
+ */
+async function connectRedis(): Promise<void> {
   // One store's warmUp loads the scripts on every node for all stores on this client.
   await redisStores[0]?.warmUp().catch((error: unknown) => {
-    console.error(`redis: warm-up failed (${String(error)}); the first decisions may fall to the fail policy`)
+    console.error(
+      `redis: ${(error as Error).message}; starting anyway (limiters answer by their fail policy)`,
+    )
   })
 }
 

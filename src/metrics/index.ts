@@ -19,6 +19,8 @@ export interface PrometheusMetricsOptions {
   prefix?: string
   /** Buckets of the store latency histogram, in seconds. @default 0.25 ms … 250 ms */
   storeDurationBuckets?: readonly number[]
+  /** Buckets of the decision time histogram, in seconds. @default 0.1 ms … 1 s */
+  decisionDurationBuckets?: readonly number[]
   /** Buckets of the GraphQL cost histograms. @default 1 … 10000 */
   costBuckets?: readonly number[]
 }
@@ -71,6 +73,7 @@ const OPTIONS = optionNames<PrometheusMetricsOptions>({
   registry: true,
   prefix: true,
   storeDurationBuckets: true,
+  decisionDurationBuckets: true,
   costBuckets: true,
 })
 const BREAKER_STATES: readonly BreakerState[] = ['closed', 'half-open', 'open']
@@ -112,6 +115,17 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     name: `${prefix}decisions_total`,
     help: 'Limiter decisions (consume and acquire), by limiter, result and the source that decided.',
     labelNames: ['limiter', 'result', 'source'] as const,
+    registers,
+  })
+  const decisionDuration = new Histogram({
+    name: `${prefix}decision_duration_seconds`,
+    help: 'Time of a decision (consume and acquire), store round trip included, by limiter and source.',
+    labelNames: ['limiter', 'source'] as const,
+    buckets: [
+      ...(options.decisionDurationBuckets ?? [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+      ]),
+    ],
     registers,
   })
   const failPolicyDecisions = new Counter({
@@ -225,8 +239,9 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     registers,
   })
 
-  // A decision is the hot path: the labelled child is looked up once per (limiter, result, source).
+  // A decision is the hot path: the labelled children are looked up once per (limiter, result, source).
   const decisionChildren = new Map<string, Counter.Internal>()
+  const durationChildren = new Map<string, ReturnType<typeof decisionDuration.labels>>()
   const onDecision = (event: DecisionEvent): void => {
     if (!COUNTED_OPS.has(event.op)) return
     const result = event.allowed ? 'allowed' : 'denied'
@@ -237,6 +252,13 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
       decisionChildren.set(id, child)
     }
     child.inc()
+    const durationId = `${event.limiter}\u0000${event.source}`
+    let duration = durationChildren.get(durationId)
+    if (duration === undefined) {
+      duration = decisionDuration.labels({ limiter: event.limiter, source: event.source })
+      durationChildren.set(durationId, duration)
+    }
+    duration.observe(event.durationMs / 1000)
     const policy = FAIL_POLICY_SOURCES[event.source]
     if (policy !== undefined) failPolicyDecisions.inc({ limiter: event.limiter, policy })
   }

@@ -36,6 +36,15 @@ export interface RedisClusterProcess {
   readonly nodes: RedisProcess[]
   readonly startupNodes: { host: string; port: number }[]
   stop(): Promise<void>
+  /**
+   * Stops every node and starts them again (their nodes-<port>.conf kept, so the cluster forms again; the data is
+   * gone: nothing is persisted), then waits for cluster_state:ok.
+   */
+  restart(): Promise<void>
+  /** The nodes that are masters now (roles change with failovers), by asking each running node. */
+  masters(): Promise<RedisProcess[]>
+  /** Waits until every node answering says cluster_state:ok. */
+  waitUntilOk(): Promise<void>
 }
 
 const { children: liveChildren, dirs: tmpDirs } = cleanupRegistry()
@@ -110,6 +119,16 @@ export async function startRedisCluster(options: ClusterOptions = {}): Promise<R
     stop: async () => {
       await Promise.all(nodes.map((node) => node.stop()))
     },
+    restart: async () => {
+      await Promise.all(nodes.map((node) => node.stop()))
+      await Promise.all(nodes.map((node) => node.restart()))
+      await waitForClusterOk(ports)
+    },
+    masters: async () => {
+      const infos = await Promise.all(nodes.map((node) => query(node.port, 'INFO', 'replication')))
+      return nodes.filter((_, i) => infos[i]?.includes('role:master'))
+    },
+    waitUntilOk: () => waitForClusterOk(ports),
   }
   try {
     const nodeTimeoutMs = options.nodeTimeoutMs ?? 2000

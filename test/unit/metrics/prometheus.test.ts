@@ -211,6 +211,12 @@ describe('createPrometheusMetrics', () => {
     })
     for (let i = 0; i < 4; i++) expect((await limiter.consume('someone')).allowed).toBe(true)
     expect(await sample(registry, 'tollbooth_store_duration_seconds_count', { store: 'main' })).toBe(4)
+    expect(
+      await sample(registry, 'tollbooth_decision_duration_seconds_count', {
+        limiter: 'api',
+        source: 'store',
+      }),
+    ).toBe(4)
     expect(await sample(registry, 'tollbooth_store_breaker_state', { store: 'main', state: 'closed' })).toBe(
       1,
     )
