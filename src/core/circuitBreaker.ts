@@ -11,6 +11,15 @@ export interface CircuitBreakerOptions {
 
 const OPTIONS = optionNames<CircuitBreakerOptions>({ failureThreshold: true, cooldownMs: true })
 
+const SEVERITY: Record<BreakerState, number> = { closed: 0, 'half-open': 1, open: 2 }
+
+/** Of several breakers' states: `open` when any is open, else `half-open` when any is, else `closed`. */
+export function worstBreakerState(states: Iterable<BreakerState>): BreakerState {
+  let worst: BreakerState = 'closed'
+  for (const state of states) if (SEVERITY[state] > SEVERITY[worst]) worst = state
+  return worst
+}
+
 /**
  * Stops calling a failing store. Closed: calls go through; `failureThreshold` consecutive failures open it. Open:
  * calls are refused without touching the store until `cooldownMs` passes. Then half-open: exactly one probe call

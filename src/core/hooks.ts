@@ -29,6 +29,8 @@ export type BreakerState = 'closed' | 'open' | 'half-open'
 
 export interface BreakerChangeEvent {
   readonly store: string
+  /** The node whose breaker changed: `host:port` (on a cluster, each master has a breaker of its own). */
+  readonly node: string
   readonly from: BreakerState
   readonly to: BreakerState
 }

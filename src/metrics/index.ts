@@ -6,6 +6,7 @@
  * operation types and refusal codes: never an identity, a key, an operation name or anything else a client picks.
  */
 import { Counter, Gauge, Histogram, type Registry, register } from 'prom-client'
+import { worstBreakerState } from '../core/circuitBreaker.js'
 import { invalidOption } from '../core/errors.js'
 import type { BreakerState, DecisionEvent, LimiterHooks, StoreHooks } from '../core/hooks.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
@@ -152,19 +153,24 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     labelNames: ['store', 'op', 'code'] as const,
     registers,
   })
-  /** Last known breaker state per store name; watched stores are read again at every scrape. */
-  const breakerStates = new Map<string, BreakerState>()
+  /**
+   * Per store name, the nodes whose breaker the events left not closed (a closed one is dropped: the map holds at
+   * most the nodes failing now). Watched stores are read again at every scrape instead.
+   */
+  const openNodes = new Map<string, Map<string, BreakerState>>()
   const watchedStores = new Set<WatchedStore>()
   new Gauge({
     name: `${prefix}store_breaker_state`,
-    help: "The store's circuit breaker: 1 for its current state, 0 for the others.",
+    help: "The store's circuit breakers (one per Redis node): 1 for the worst node's state, 0 for the others.",
     labelNames: ['store', 'state'] as const,
     registers,
     collect() {
-      for (const store of watchedStores) breakerStates.set(store.name, store.breaker.state)
+      const current = new Map<string, BreakerState>()
+      for (const [store, nodes] of openNodes) current.set(store, worstBreakerState(nodes.values()))
+      for (const store of watchedStores) current.set(store.name, store.breaker.state)
       this.reset()
-      for (const [store, current] of breakerStates) {
-        for (const state of BREAKER_STATES) this.set({ store, state }, state === current ? 1 : 0)
+      for (const [store, worst] of current) {
+        for (const state of BREAKER_STATES) this.set({ store, state }, state === worst ? 1 : 0)
       }
     },
   })
@@ -281,8 +287,11 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
       onStoreLatency,
       onStoreError: ({ store, op, error }) =>
         storeErrors.inc({ store, op, code: typeof error.code === 'string' ? error.code : 'unknown' }),
-      onBreakerChange: ({ store, to }) => {
-        breakerStates.set(store, to)
+      onBreakerChange: ({ store, node, to }) => {
+        const nodes = openNodes.get(store) ?? new Map<string, BreakerState>()
+        openNodes.set(store, nodes)
+        if (to === 'closed') nodes.delete(node)
+        else nodes.set(node, to)
         breakerTransitions.inc({ store, to })
       },
     },
@@ -296,7 +305,6 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     },
     watchStore(store) {
       watchedStores.add(store)
-      breakerStates.set(store.name, store.breaker.state)
       return () => {
         watchedStores.delete(store)
       }

@@ -36,9 +36,25 @@ describe.each(storeKinds)('concurrencyLimit on the %s store', (kind) => {
     expect((await leases.peek('k')).remaining).toBe(0)
     ctx.clock.advance(2001)
     expect((await leases.peek('k')).remaining).toBe(1)
-    expect(await dropped.renew()).toBe(false)
     ctx.clock.advance(1000)
     expect((await leases.peek('k')).remaining).toBe(2)
+  })
+
+  it('renew takes a free slot again for a lost lease, and reports it lost when the slots are full', async () => {
+    const leases = limiter()
+    const late = await leases.acquire('k')
+    ctx.clock.advance(5001)
+    expect((await leases.peek('k')).remaining).toBe(2)
+    // Expired, but a slot is free: the holder is alive, it keeps going.
+    expect(await late.renew()).toBe(true)
+    expect((await leases.peek('k')).remaining).toBe(1)
+    await ctx.checkTtls()
+    ctx.clock.advance(5001)
+    const others = [await leases.acquire('k'), await leases.acquire('k')]
+    expect(others.map((lease) => lease.allowed)).toEqual([true, true])
+    // Expired and both slots taken since: lost.
+    expect(await late.renew()).toBe(false)
+    expect((await leases.peek('k')).remaining).toBe(0)
   })
 
   it('renew after release reports the lease gone', async () => {

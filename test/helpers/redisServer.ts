@@ -102,6 +102,11 @@ export interface ClusterOptions {
   replicas?: number
   /** `cluster-node-timeout`: how long a master may be unreachable before its replica is promoted. @default 2000 */
   nodeTimeoutMs?: number
+  /**
+   * `cluster-require-full-coverage`: with `true` (Redis' default) every node refuses commands while any slot has no
+   * reachable master, from the moment a master is marked failed until its replica takes over. @default true
+   */
+  requireFullCoverage?: boolean
 }
 
 export async function startRedisCluster(options: ClusterOptions = {}): Promise<RedisClusterProcess> {
@@ -133,7 +138,8 @@ export async function startRedisCluster(options: ClusterOptions = {}): Promise<R
   try {
     const nodeTimeoutMs = options.nodeTimeoutMs ?? 2000
     for (const port of ports) {
-      nodes.push(await launch(port, [...extraArgs, ...clusterArgs(port, nodeTimeoutMs)]))
+      const args = clusterArgs(port, nodeTimeoutMs, options.requireFullCoverage ?? true)
+      nodes.push(await launch(port, [...extraArgs, ...args]))
     }
     await createCluster(ports, replicas)
     await waitForClusterOk(ports)
@@ -240,10 +246,11 @@ function baseArgs(port: number, dir: string): string[] {
   ]
 }
 
-function clusterArgs(port: number, nodeTimeoutMs: number): string[] {
+function clusterArgs(port: number, nodeTimeoutMs: number, requireFullCoverage: boolean): string[] {
   return [
     ...['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`],
     ...['--cluster-node-timeout', String(nodeTimeoutMs)],
+    ...['--cluster-require-full-coverage', requireFullCoverage ? 'yes' : 'no'],
   ]
 }
 

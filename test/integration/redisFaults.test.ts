@@ -255,7 +255,7 @@ async function runScenario(policy: FailPolicy, config: ClientConfig, fault: Faul
 
     const first = await timed(sideLatencies, () => leases.acquire('c'))
     if (policy === 'open') {
-      expect(first).toMatchObject({ ...failOpen(2), leaseId: undefined })
+      expect(first).toMatchObject({ ...failOpen(2), leaseId: expect.any(String) })
       expect(await timed(sideLatencies, () => first.release())).toBeUndefined()
     } else if (policy === 'closed') {
       expect(first).toMatchObject({ ...failClosed(2), leaseId: undefined })
@@ -458,7 +458,7 @@ describe('concurrency lease granted by failPolicy open', () => {
       await ready(client)
       redis.pause()
       const lease = await leases.acquire('c') // times out: answered by the fail policy
-      expect(lease).toMatchObject({ ...failOpen(2), leaseId: undefined })
+      expect(lease).toMatchObject({ ...failOpen(2), leaseId: expect.any(String) })
       // Lease.renew(): "Resolves false when the lease is gone (expired or released), true when still held, and also
       // true when the store cannot be reached (a store outage should not end connections)". The store cannot be
       // reached and the lease was neither released nor expired: a holder that drops its connection on `false`
@@ -471,6 +471,67 @@ describe('concurrency lease granted by failPolicy open', () => {
     }
   })
 })
+
+describe.each(['open', 'local'] as const)(
+  'a lease granted by failPolicy %s once the store is back',
+  (policy) => {
+    /**
+     * A store, a limiter of 2 leases per key, and a lease the fail policy granted while the breaker was open: the
+     * store never saw it (an acquire that merely timed out would still run once a paused Redis resumes).
+     */
+    async function grantedInOutage(prefix: string) {
+      const client = createClient(limiterClientOptions, [])
+      const cooldownMs = 2000
+      const store = new RedisStore({
+        client,
+        prefix,
+        timeoutMs: TIMEOUT_MS,
+        breaker: { failureThreshold: FAILURE_THRESHOLD, cooldownMs },
+      })
+      const leases = concurrencyLimit({ name: 'leases', store, failPolicy: policy, max: 2, leaseMs: 10_000 })
+      await ready(client)
+      redis.pause()
+      let lease: Awaited<ReturnType<typeof leases.acquire>>
+      try {
+        while (store.breaker.state !== 'open') await leases.peek('other')
+        lease = await leases.acquire('c')
+      } finally {
+        redis.resume()
+      }
+      expect(lease).toMatchObject({ allowed: true, source: outageSource[policy] })
+      // Wait for the store to answer again (the breaker cools down first).
+      while ((await leases.peek('c')).source !== 'store') await sleep(cooldownMs / 10)
+      return { client, leases, lease }
+    }
+
+    it('is recorded in the store at its next renewal', async () => {
+      const { client, leases, lease } = await grantedInOutage(`faults-record-${policy}:`)
+      try {
+        expect(await leases.peek('c')).toMatchObject({ remaining: 2, source: 'store' })
+        expect(await lease.renew()).toBe(true)
+        expect(await leases.peek('c')).toMatchObject({ remaining: 1, source: 'store' })
+        const others = [await leases.acquire('c'), await leases.acquire('c')]
+        expect(others.map((other) => other.allowed)).toEqual([true, false])
+        await lease.release()
+        expect(await leases.peek('c')).toMatchObject({ remaining: 1, source: 'store' })
+      } finally {
+        client.disconnect()
+      }
+    })
+
+    it('is lost at its next renewal when the store has no free slot', async () => {
+      const { client, leases, lease } = await grantedInOutage(`faults-full-${policy}:`)
+      try {
+        const others = [await leases.acquire('c'), await leases.acquire('c')]
+        expect(others.map((other) => other.allowed)).toEqual([true, true])
+        expect(await lease.renew()).toBe(false)
+        expect(await leases.peek('c')).toMatchObject({ remaining: 0, source: 'store' })
+      } finally {
+        client.disconnect()
+      }
+    })
+  },
+)
 
 it('no unhandled rejection during the file', async () => {
   await sleep(50)

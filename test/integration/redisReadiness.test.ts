@@ -13,7 +13,7 @@ import { ErrorCodes } from '../../src/core/errors.js'
 import { tokenBucket } from '../../src/core/limiters/tokenBucket.js'
 import { RedisStore } from '../../src/core/stores/redisStore.js'
 import { type RedisClusterProcess, startRedisCluster } from '../helpers/redisServer.js'
-import { limiterClientOptions } from '../helpers/stores.js'
+import { limiterClientOptions, whenReady } from '../helpers/stores.js'
 
 /**
  * A deadline long enough that no decision of a busy machine misses it: what is tested is whether the client is
@@ -165,6 +165,45 @@ describe('a Redis Cluster of 3 masters and 3 replicas, with the recommended sett
       expect(codeOf(error)).toBe(ErrorCodes.STORE_TIMEOUT)
       expect((error as Error).message).toContain(`the Redis Cluster (127.0.0.1:${port})`)
     } finally {
+      client.disconnect()
+    }
+  })
+
+  it('many stores on one client, warming up at once, share one listener per event', async () => {
+    const client = clusterClient()
+    const warnings: Error[] = []
+    const onWarning = (warning: Error) => warnings.push(warning)
+    process.on('warning', onWarning)
+    try {
+      const stores = Array.from({ length: 20 }, (_, i) => new RedisStore({ client, name: `store-${i}` }))
+      await Promise.all(stores.map((store) => store.warmUp()))
+      expect(client.listenerCount('ready')).toBe(0)
+      expect(client.listenerCount('error')).toBe(0)
+      // Warnings are emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(warnings.map((warning) => warning.name)).not.toContain('MaxListenersExceededWarning')
+    } finally {
+      process.off('warning', onWarning)
+      client.disconnect()
+    }
+  })
+
+  it('a master that does not answer is named when warmUp() gives up', async () => {
+    const client = clusterClient()
+    const [stuck] = await cluster.masters()
+    if (stuck === undefined) throw new Error('no master')
+    try {
+      await whenReady(client)
+      stuck.pause()
+      const error = await new RedisStore({ client })
+        .warmUp({ timeoutMs: 500 })
+        .catch((thrown: unknown) => thrown)
+      expect(codeOf(error)).toBe(ErrorCodes.STORE_TIMEOUT)
+      expect((error as Error).message).toBe(
+        `redis: warm-up did not finish in time: no answer from 127.0.0.1:${stuck.port}`,
+      )
+    } finally {
+      stuck.resume()
       client.disconnect()
     }
   })

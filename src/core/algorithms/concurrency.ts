@@ -6,7 +6,9 @@ import { reply, type Step, toMs } from './step.js'
  * before counting, so a holder that died without releasing frees its slot when its lease runs out. In Redis this is
  * a sorted set scored by expiry; here a Map from lease id to expiry (µs).
  *
- * args: `[leaseUs, max, leaseId]`. Ops: `acquire`, `release`, `renew` (extends a live lease), `peek`.
+ * args: `[leaseUs, max, leaseId]`. Ops: `acquire`, `release`, `renew`, `peek`. `renew` extends a live lease, and takes
+ * a free slot again for one that is gone (expired, or forgotten by a store that lost its data, or never recorded
+ * because the fail policy granted it): a live holder keeps its slot while there is room, and loses it when not.
  */
 export type LeaseState = Map<string, number>
 
@@ -32,7 +34,7 @@ export function concurrencyStep(
       return withState(live, now, leasesReply(released, live, max, now))
     }
     case 'renew': {
-      const held = live.has(leaseId)
+      const held = live.has(leaseId) || live.size < max
       if (held) live.set(leaseId, now + leaseUs)
       return withState(live, now, leasesReply(held, live, max, now))
     }

@@ -19,14 +19,15 @@ const OPTIONS = optionNames<ConcurrencyLimitOptions>({ ...limiterOptionKeys, max
 
 /** An `acquire` decision. When allowed, the slot is held until `release()` or until the lease expires. */
 export interface Lease extends Decision {
-  /** The lease's id; `undefined` when denied or when granted by `failPolicy: 'open'` (nothing to release). */
+  /** The lease's id; `undefined` when denied. */
   readonly leaseId: string | undefined
   /** Frees the slot. Safe to call more than once: only the first call reaches the store. */
   release(): Promise<void>
   /**
-   * Extends the lease by `leaseMs` from now. Resolves `false` when the lease is gone (expired or released) or was
-   * never granted, `true` when still held, and also `true` when the store cannot be reached or the lease was granted
-   * by `failPolicy: 'open'` (a store outage should not end connections).
+   * Extends the lease by `leaseMs` from now. A lease the store no longer holds (it expired, the store lost it in a
+   * failover or a restart, or the fail policy granted it while the store was unreachable) takes a free slot again.
+   * Resolves `true` when held, `false` when released, never granted, or gone with every slot taken (the holder
+   * should let go), and `true` while the store cannot be reached (a store outage should not end connections).
    */
   renew(): Promise<boolean>
 }
@@ -53,18 +54,17 @@ export class ConcurrencyLimiter extends LimiterBase {
     validKey(this.algorithm, key)
     const leaseId = randomUUID()
     const { decision, store } = await this.run(this.request('acquire', key, leaseId), 1)
-    if (!decision.allowed || store === undefined) {
-      // Denied: there is nothing to renew. Granted by `failPolicy: 'open'`: nothing was recorded, so nothing can be
-      // lost either; renew answers true, as it does for any lease while the store is unreachable.
-      const held = decision.allowed
+    if (!decision.allowed) {
       return {
         ...decision,
         leaseId: undefined,
         release: () => Promise.resolve(),
-        renew: () => Promise.resolve(held),
+        renew: () => Promise.resolve(false),
       }
     }
-    return this.lease(decision, store, key, leaseId)
+    // Granted by the fail policy: `open` recorded it nowhere, `local` in the in-process twin.
+    const twin = store !== this.store ? store : undefined
+    return this.lease(decision, key, leaseId, twin)
   }
 
   /** How many leases `key` holds now; `allowed` says whether one more could be acquired. */
@@ -80,25 +80,47 @@ export class ConcurrencyLimiter extends LimiterBase {
     await this.store.delete(this.name, key)
   }
 
-  private lease(decision: Decision, store: Store, key: string, leaseId: string): Lease {
+  /**
+   * A granted lease. Its renewals go to the store even when the fail policy granted it: a lease the store does not
+   * hold (granted while it was unreachable, or forgotten by a failover or a restart) takes a free slot there again,
+   * or is lost when the slots are full, so that the holders beyond `max` let go once the store is back.
+   */
+  private lease(decision: Decision, key: string, leaseId: string, twin: Store | undefined): Lease {
     let released: Promise<void> | undefined
-    const call = (op: 'release' | 'renew') => store.run(this.request(op, key, leaseId))
+    let localTwin = twin
+    const call = (store: Store, op: 'release' | 'renew') => store.run(this.request(op, key, leaseId))
+    const dropFromTwin = () => {
+      if (localTwin !== undefined) void call(localTwin, 'release').catch(() => {})
+      localTwin = undefined
+    }
     return {
       ...decision,
       leaseId,
       release: () => {
         // An unreachable store is not an error here: the lease expires by itself after leaseMs.
-        released ??= call('release').then(
+        released ??= call(this.store, 'release').then(
           () => undefined,
           () => undefined,
         )
+        dropFromTwin()
         return released
       },
       renew: () => {
         if (released !== undefined) return Promise.resolve(false)
-        return call('renew').then(
-          (reply) => reply[0] === 1,
-          () => true,
+        return call(this.store, 'renew').then(
+          (reply) => {
+            // The store holds it now: the twin's copy would only count it twice if the store failed again.
+            dropFromTwin()
+            return reply[0] === 1
+          },
+          () => {
+            // A store outage does not end the holder; a lease of the twin stays counted there.
+            if (localTwin === undefined) return true
+            return call(localTwin, 'renew').then(
+              (reply) => reply[0] === 1,
+              () => true,
+            )
+          },
         )
       },
     }

@@ -9,9 +9,23 @@ import { ErrorCodes, TollboothError } from '../errors.js'
  * fail policy although the store is moments away. A `Cluster` is ready once it has loaded the slot map.
  */
 export class ClientReadiness {
+  private static readonly byClient = new WeakMap<Redis | Cluster, ClientReadiness>()
   private readonly waiters = new Set<() => void>()
+  /** Pending `until()` calls, which share one `error` listener. */
+  private watchingErrors = 0
+  private lastError: string | undefined
 
-  constructor(private readonly client: Redis | Cluster) {}
+  private constructor(private readonly client: Redis | Cluster) {}
+
+  /** The readiness of `client`, shared by every store on it: one listener per event, however many stores. */
+  static of(client: Redis | Cluster): ClientReadiness {
+    let readiness = ClientReadiness.byClient.get(client)
+    if (readiness === undefined) {
+      readiness = new ClientReadiness(client)
+      ClientReadiness.byClient.set(client, readiness)
+    }
+    return readiness
+  }
 
   /** Ready, or never going to be (`end`: the client was closed for good, so waiting would not help). */
   get settled(): boolean {
@@ -48,15 +62,14 @@ export class ClientReadiness {
         ),
       )
     }
-    let lastError: string | undefined
-    const onError = (error: Error) => {
-      lastError = error.message
+    if (this.watchingErrors++ === 0) {
+      this.lastError = undefined
+      this.client.on('error', this.onError)
     }
-    this.client.on('error', onError)
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         cancel()
-        const cause = lastError === undefined ? '' : ` (last error: ${lastError})`
+        const cause = this.lastError === undefined ? '' : ` (last error: ${this.lastError})`
         reject(
           new TollboothError(
             ErrorCodes.STORE_TIMEOUT,
@@ -69,7 +82,14 @@ export class ClientReadiness {
         clearTimeout(timer)
         resolve()
       })
-    }).finally(() => this.client.off('error', onError))
+    }).finally(() => {
+      if (--this.watchingErrors !== 0) return
+      this.client.off('error', this.onError)
+    })
+  }
+
+  private readonly onError = (error: Error) => {
+    this.lastError = error.message
   }
 
   private readonly wake = () => {

@@ -5,17 +5,19 @@ import calculateSlot from 'cluster-key-slot'
 // Types only: ioredis is an optional peer, so a memory-only user can import tollbooth without it.
 import type { Cluster, Redis } from 'ioredis'
 import { hashKey } from '../../identity/hashKey.js'
-import { CircuitBreaker, type CircuitBreakerOptions } from '../circuitBreaker.js'
+import type { CircuitBreakerOptions } from '../circuitBreaker.js'
 import type { Clock } from '../clock.js'
 import { ErrorCodes, invalidOption, TollboothError } from '../errors.js'
 import { emit, type StoreHooks, storeHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { nonEmptyString, positiveInteger } from '../validate.js'
 import { addressOf, ClientReadiness } from './clientReadiness.js'
-import { callsByNode, isRedirection, NOT_ON_THIS_NODE } from './clusterCalls.js'
+import { callsByNode, isRedirection, NOT_ON_THIS_NODE, UNKNOWN_NODE } from './clusterCalls.js'
 import { allOfLua } from './lua/allOf.js'
 import { batchLua } from './lua/batch.js'
 import { nodeBatchLua } from './lua/nodeBatch.js'
+import { NodeBreakers } from './nodeBreakers.js'
+import { PAST_DEADLINE, ServerClocks } from './serverClocks.js'
 import type { Reply, Store, StoreRequest } from './store.js'
 
 export interface RedisStoreOptions {
@@ -30,9 +32,8 @@ export interface RedisStoreOptions {
    */
   timeoutMs?: number
   /**
-   * Most decisions sent in one script call. Decisions requested within one turn of the event loop travel together
-   * (on a standalone Redis; on a cluster, keys of different identities live in different slots, so each decision
-   * is its own call). `1` turns batching off.
+   * Most decisions sent in one script call. Decisions requested within one turn of the event loop travel together:
+   * on a cluster, those for one node (in calls of up to `maxBatch`, in one pipeline). `1` turns batching off.
    * @default 32
    */
   maxBatch?: number
@@ -99,16 +100,17 @@ export class RedisStore implements Store {
   readonly prefix: string
   readonly timeoutMs: number
   readonly maxBatch: number
-  readonly breaker: CircuitBreaker
+  /** A circuit breaker per node (one for a standalone Redis); `breaker.state` is the worst of them. */
+  readonly breaker: NodeBreakers
   private readonly client: Redis | Cluster
   private readonly keySecret: string | undefined
   private readonly hooks: StoreHooks
   private readonly clock: Clock | undefined
   private readonly batch: BatchCommand
   private readonly allOf: BatchCommand
-  /** On a cluster: the node batch command (see `nodeBatchLua`). */
-  private readonly nodeBatch: BatchCommand | undefined
   private readonly readiness: ClientReadiness
+  private readonly standaloneAddress: string | undefined
+  private readonly serverClocks = new ServerClocks()
   /** Queued requests that are sent without waiting for the end of the turn. */
   private readonly flushAt: number
   private queue: Pending[] = []
@@ -124,7 +126,7 @@ export class RedisStore implements Store {
     }
     checkOptionKeys('RedisStore', options, OPTIONS)
     this.client = options.client
-    this.readiness = new ClientReadiness(this.client)
+    this.readiness = ClientReadiness.of(this.client)
     this.prefix = options.prefix ?? 'tollbooth:'
     if (typeof this.prefix !== 'string' || /[{}]/.test(this.prefix)) {
       throw invalidOption('RedisStore', 'prefix', 'a string without "{" or "}"', this.prefix)
@@ -141,11 +143,11 @@ export class RedisStore implements Store {
     this.name = options.name ?? 'redis'
     this.hooks = storeHooksOption('RedisStore', options.hooks)
     this.clock = options.clock
-    this.breaker = new CircuitBreaker('RedisStore', options.breaker ?? {}, (from, to) =>
-      emit(this.hooks.onBreakerChange, { store: this.name, from, to }),
+    this.breaker = new NodeBreakers('RedisStore', options.breaker ?? {}, (node, from, to) =>
+      emit(this.hooks.onBreakerChange, { store: this.name, node, from, to }),
     )
+    this.standaloneAddress = isCluster(this.client) ? undefined : addressOf(this.client)
     this.batch = this.defineOnce(batchCommand, batchLua)
-    this.nodeBatch = isCluster(this.client) ? this.defineOnce(nodeBatchCommand, nodeBatchLua) : undefined
     this.allOf = this.defineOnce(allOfCommand, allOfLua)
   }
 
@@ -159,77 +161,84 @@ export class RedisStore implements Store {
     const timeoutMs = positiveInteger('warmUp', 'timeoutMs', options.timeoutMs ?? 10_000)
     const deadline = performance.now() + timeoutMs
     await this.readiness.until(timeoutMs, this.name)
-    const nodes = isCluster(this.client) ? this.client.nodes('master') : [this.client]
-    const left = () => Math.max(1, Math.ceil(deadline - performance.now()))
+    const masters = isCluster(this.client) ? this.client.nodes('master') : [this.client as Redis]
+    const waitingFor = new Set<string>()
+    const warm = masters.map(async (node) => {
+      const address = this.standaloneAddress ?? `${node.options.host}:${node.options.port}`
+      waitingFor.add(address)
+      await this.loadScripts(node, address)
+      // Then one decision's path per master (a peek: it writes nothing).
+      await this.probe(this.probeKey(address))
+      waitingFor.delete(address)
+    })
     await this.withinWarmUp(
-      left(),
-      Promise.all(
-        nodes.map(async (node) => {
-          try {
-            await node.script('LOAD', batchLua)
-            await node.script('LOAD', allOfLua)
-            if (isCluster(this.client)) await node.script('LOAD', nodeBatchLua)
-          } catch (cause) {
-            throw new TollboothError(
-              ErrorCodes.STORE_ERROR,
-              `${this.name}: loading the scripts on ${addressOf(node)} failed: ${(cause as Error).message}`,
-              { cause },
-            )
-          }
-        }),
-      ),
+      Math.max(1, Math.ceil(deadline - performance.now())),
+      Promise.all(warm),
+      waitingFor,
     )
-    // Then one decision's path through the client's own routing per master (a peek: it writes nothing).
-    await this.withinWarmUp(left(), Promise.all(this.probeKeys().map((key) => this.probe(key))))
   }
 
-  /** A key for each master (one for a standalone Redis), so that a probe of each travels the client's routing. */
-  private probeKeys(): string[] {
-    const key = (n: number) => `${this.prefix}warm-up:{${n}}`
-    if (!isCluster(this.client)) return [key(0)]
-    const client = this.client
-    const keys: string[] = []
-    for (const node of client.nodes('master')) {
-      const owner = `${node.options.host}:${node.options.port}`
-      // A master holds about 1/n of the slots: a few tries find one of its keys.
-      for (let n = 0; n < 100_000; n++) {
-        if (client.slots[calculateSlot(key(n))]?.[0] === owner) {
-          keys.push(key(n))
-          break
-        }
-      }
+  private async loadScripts(node: Redis, address: string): Promise<void> {
+    try {
+      await node.script('LOAD', batchLua)
+      await node.script('LOAD', allOfLua)
+      if (isCluster(this.client)) await node.script('LOAD', nodeBatchLua)
+    } catch (cause) {
+      throw new TollboothError(
+        ErrorCodes.STORE_ERROR,
+        `${this.name}: loading the scripts on ${address} failed: ${(cause as Error).message}`,
+        { cause },
+      )
     }
-    return keys
   }
 
-  /** A peek (it writes nothing) through the command decisions take: the node batch on a cluster. */
+  /** A key the master at `address` holds (any key for a standalone Redis). */
+  private probeKey(address: string): string {
+    const key = (n: number) => `${this.prefix}warm-up:{${n}}`
+    if (!isCluster(this.client)) return key(0)
+    // A master holds about 1/n of the slots: a few tries find one of its keys.
+    for (let n = 0; n < 100_000; n++) {
+      if (this.client.slots[calculateSlot(key(n))]?.[0] === address) return key(n)
+    }
+    return key(0)
+  }
+
+  /**
+   * A peek (it writes nothing) the way decisions travel: on a cluster, the node batch on the connection of the master
+   * that holds `key`. Its reply teaches the store that server's clock.
+   */
   private probe(key: string): Promise<void> {
     const peek = ['gcra', 'peek', 1, 1, 1]
-    const call =
-      this.nodeBatch === undefined
-        ? this.batch(1, key, this.now(), ...peek)
-        : this.nodeBatch(1, key, this.now(), 1, key, ...peek)
+    const node = this.nodeOf(key)
+    let call: Promise<number[]>
+    if (isCluster(this.client)) {
+      const connection = this.connectionsByAddress().get(node)
+      call =
+        connection === undefined
+          ? Promise.reject(new Error(`no connection to ${node}`))
+          : this.nodeBatchOn(connection)(1, key, this.now(), 0, 1, key, ...peek)
+    } else call = this.batch(1, key, this.now(), 0, ...peek)
     return call.then(
-      () => undefined,
+      (flat) => this.learnClock(node, flat),
       (cause: unknown) => {
         throw new TollboothError(
           ErrorCodes.STORE_ERROR,
-          `${this.name}: a decision through ${addressOf(this.client)} failed: ${(cause as Error).message}`,
+          `${this.name}: a decision through ${node} failed: ${(cause as Error).message}`,
           { cause },
         )
       },
     )
   }
 
-  /** `work`, or a `TOLLBOOTH_ERR_STORE_TIMEOUT` once `ms` pass. */
-  private withinWarmUp<T>(ms: number, work: Promise<T>): Promise<T> {
+  /** `work`, or a `TOLLBOOTH_ERR_STORE_TIMEOUT` naming the nodes still `waitingFor` once `ms` pass. */
+  private withinWarmUp<T>(ms: number, work: Promise<T>, waitingFor: ReadonlySet<string>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         reject(
           new TollboothError(
             ErrorCodes.STORE_TIMEOUT,
-            `${this.name}: warm-up of ${addressOf(this.client)} did not finish in time`,
+            `${this.name}: warm-up did not finish in time: no answer from ${[...waitingFor].join(', ')}`,
           ),
         )
       }, ms)
@@ -244,8 +253,9 @@ export class RedisStore implements Store {
   }
 
   run(request: StoreRequest): Promise<Reply> {
-    if (!this.breaker.tryCall()) return Promise.reject(this.breakerOpen())
     const key = this.keyOf(request.limiter, request.key)
+    const node = this.nodeOf(key)
+    if (!this.breaker.of(node).tryCall()) return Promise.reject(this.breakerOpen(node))
     return new Promise<Reply>((resolve, reject) => {
       this.queue.push({ key, request, resolve, reject })
       if (this.queue.length >= this.flushAt) this.flush()
@@ -261,16 +271,30 @@ export class RedisStore implements Store {
   }
 
   async consumeAll(requests: readonly StoreRequest[]): Promise<Reply[]> {
-    if (!this.breaker.tryCall()) throw this.breakerOpen()
     const keys = requests.map((request) => this.keyOf(request.limiter, request.key))
+    // The keys of one identity share a hash tag, hence a slot and a node.
+    const node = this.nodeOf(keys[0] ?? '')
+    if (!this.breaker.of(node).tryCall()) throw this.breakerOpen(node)
     const args = requests.flatMap((request) => [request.algorithm, ...request.args])
-    const flat = await this.guarded('consumeAll', () => this.allOf(keys.length, ...keys, this.now(), ...args))
+    const flat = await this.guarded('consumeAll', node, (notAfter) =>
+      this.allOf(keys.length, ...keys, this.now(), notAfter, ...args),
+    )
+    this.learnClock(node, flat)
+    if (flat[0] === PAST_DEADLINE && flat.length === 2) throw this.pastDeadline()
     return requests.map((_, i) => flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
   }
 
   async delete(limiter: string, key: string): Promise<void> {
-    if (!this.breaker.tryCall()) throw this.breakerOpen()
-    await this.guarded('delete', () => this.client.del(this.keyOf(limiter, key)))
+    const redisKey = this.keyOf(limiter, key)
+    const node = this.nodeOf(redisKey)
+    if (!this.breaker.of(node).tryCall()) throw this.breakerOpen(node)
+    await this.guarded('delete', node, () => this.client.del(redisKey))
+  }
+
+  /** The address of the node that holds `key` by the client's slot map (the Redis for a standalone one). */
+  private nodeOf(key: string): string {
+    if (this.standaloneAddress !== undefined) return this.standaloneAddress
+    return (this.client as Cluster).slots[calculateSlot(key)]?.[0] ?? UNKNOWN_NODE
   }
 
   /** Sends the queued requests, `maxBatch` per script call; on a cluster, grouped by node. */
@@ -279,7 +303,12 @@ export class RedisStore implements Store {
     const queued = this.queue
     this.queue = []
     if (isCluster(this.client)) {
-      for (const calls of callsByNode(this.client, queued, this.maxBatch)) this.sendToNode(calls)
+      const connections = this.connectionsByAddress()
+      for (const { node, calls } of callsByNode(this.client, queued, this.maxBatch)) {
+        const connection = connections.get(node)
+        if (connection === undefined) for (const call of calls) for (const p of call) this.send([p])
+        else this.sendToNode(node, connection, calls)
+      }
       return
     }
     for (let start = 0; start < queued.length; start += this.maxBatch) {
@@ -287,22 +316,35 @@ export class RedisStore implements Store {
     }
   }
 
+  /** The cluster's masters' own connections, by address (as in the client's slot map). */
+  private connectionsByAddress(): Map<string, Redis> {
+    const connections = new Map<string, Redis>()
+    for (const node of (this.client as Cluster).nodes('master')) {
+      connections.set(`${node.options.host}:${node.options.port}`, node)
+    }
+    return connections
+  }
+
   /**
-   * A cluster node's calls of this turn (see `nodeBatchLua`), in one pipeline: one socket write and one deadline
-   * for them all. A request whose key the node turns out not to hold (the slot map changed under a failover, or its
-   * slot is being migrated) is sent again on its own, its key declared, so that Redis and ioredis redirect it; so
-   * is every request of a call the node redirected as a whole.
+   * A cluster node's calls of this turn (see `nodeBatchLua`), in one pipeline on the node's own connection: one
+   * socket write and one deadline for them all. Not through the cluster client, which would follow a redirection
+   * with the whole pipeline: under ASK, the importing node takes every key of the slot for its own, even those still
+   * on the migrating one. Here a redirection comes back to the store instead, and each request of the call is sent
+   * again on its own, its key declared, so that Redis and ioredis route it; so is a request whose key the node
+   * turned out not to hold.
    */
-  private sendToNode(calls: readonly (readonly Pending[])[]): void {
-    this.guarded('batch', () => {
-      const pipeline = this.client.pipeline() as unknown as Record<string, BatchCommand> & {
+  private sendToNode(node: string, connection: Redis, calls: readonly (readonly Pending[])[]): void {
+    // Defined on the connection first: a pipeline takes the commands its connection has when it is made.
+    this.nodeBatchOn(connection)
+    this.guarded('batch', node, (notAfter) => {
+      const pipeline = connection.pipeline() as unknown as Record<string, BatchCommand> & {
         exec(): Promise<[Error | null, number[]][] | null>
       }
       for (const call of calls) {
         ;(pipeline[nodeBatchCommand] as BatchCommand)(
           1,
           (call[0] as Pending).key,
-          ...this.nodeBatchArgs(call),
+          ...this.nodeBatchArgs(call, notAfter),
         )
       }
       return pipeline.exec()
@@ -310,7 +352,7 @@ export class RedisStore implements Store {
       (results) => {
         for (const [i, call] of calls.entries()) {
           const [error, flat] = results?.[i] ?? [new Error('no reply in the pipeline'), []]
-          if (error === null) this.answer(call, flat)
+          if (error === null) this.answer(node, call, flat)
           else if (isRedirection(error)) for (const p of call) this.send([p])
           else {
             const failure = new TollboothError(ErrorCodes.STORE_ERROR, `${this.name}: ${error.message}`, {
@@ -327,26 +369,42 @@ export class RedisStore implements Store {
     )
   }
 
-  /** ARGV of the node batch script: the time, the count, and each request's key, algorithm, op and args. */
-  private nodeBatchArgs(pending: readonly Pending[]): (number | string)[] {
-    const args: (number | string)[] = [this.now(), pending.length]
+  /** The node batch command on a cluster node's own connection (defined there once). */
+  private nodeBatchOn(connection: Redis): BatchCommand {
+    const commands = connection as unknown as Record<string, BatchCommand>
+    if (typeof commands[nodeBatchCommand] !== 'function') {
+      connection.defineCommand(nodeBatchCommand, { lua: nodeBatchLua })
+    }
+    return (commands[nodeBatchCommand] as BatchCommand).bind(connection)
+  }
+
+  /** ARGV of the node batch script: the time, the deadline, the count, and each request's key, algorithm, op, args. */
+  private nodeBatchArgs(pending: readonly Pending[], notAfter: number): (number | string)[] {
+    const args: (number | string)[] = [this.now(), notAfter, pending.length]
     for (const { key, request } of pending) args.push(key, request.algorithm, request.op, ...request.args)
     return args
   }
 
   /** KEYS then ARGV of the batch script for these requests. */
-  private scriptArgs(pending: readonly Pending[]): (number | string)[] {
+  private scriptArgs(pending: readonly Pending[], notAfter: number): (number | string)[] {
     const keysThenArgs: (number | string)[] = pending.map((p) => p.key)
-    keysThenArgs.push(this.now())
+    keysThenArgs.push(this.now(), notAfter)
     for (const { request } of pending) keysThenArgs.push(request.algorithm, request.op, ...request.args)
     return keysThenArgs
   }
 
   /**
-   * Hands each request its reply: the scripts answer 5 integers per request, flattened. A request a cluster node
-   * did not hold the key of is sent again on its own.
+   * Hands each request its reply: the scripts answer 5 integers per request, flattened, then the server's time. A
+   * request a cluster node did not hold the key of is sent again on its own. A call that reached Redis past its
+   * deadline changed nothing: its requests fail (their decisions were already answered by the fail policy).
    */
-  private answer(pending: readonly Pending[], flat: readonly number[]): void {
+  private answer(node: string, pending: readonly Pending[], flat: readonly number[]): void {
+    this.learnClock(node, flat)
+    if (flat[0] === PAST_DEADLINE && flat.length === 2) {
+      const error = this.pastDeadline()
+      for (const p of pending) p.reject(error)
+      return
+    }
     for (let i = 0; i < pending.length; i++) {
       const p = pending[i] as Pending
       if (flat[i * 5] === NOT_ON_THIS_NODE) this.send([p])
@@ -356,11 +414,27 @@ export class RedisStore implements Store {
 
   private send(pending: readonly Pending[]): void {
     const op = pending.length === 1 ? (pending[0] as Pending).request.op : 'batch'
-    this.guarded(op, () => this.batch(pending.length, ...this.scriptArgs(pending))).then(
-      (flat) => this.answer(pending, flat),
+    const node = this.nodeOf((pending[0] as Pending).key)
+    this.guarded(op, node, (notAfter) =>
+      this.batch(pending.length, ...this.scriptArgs(pending, notAfter)),
+    ).then(
+      (flat) => this.answer(node, pending, flat),
       (error: unknown) => {
         for (const p of pending) p.reject(error)
       },
+    )
+  }
+
+  /** The last number of every script reply is the server's time (unless the scripts' clock is pinned). */
+  private learnClock(node: string, flat: readonly number[]): void {
+    const serverUs = flat.at(-1)
+    if (this.clock === undefined && serverUs !== undefined) this.serverClocks.observe(node, serverUs)
+  }
+
+  private pastDeadline(): TollboothError {
+    return new TollboothError(
+      ErrorCodes.STORE_TIMEOUT,
+      `${this.name}: the call reached Redis after its deadline and changed nothing`,
     )
   }
 
@@ -376,16 +450,22 @@ export class RedisStore implements Store {
     return (commands[name] as BatchCommand).bind(this.client)
   }
 
-  private breakerOpen(): TollboothError {
+  private breakerOpen(node: string): TollboothError {
+    const where = this.standaloneAddress === undefined ? ` for ${node}` : ''
     return new TollboothError(
       ErrorCodes.STORE_UNAVAILABLE,
-      `${this.name}: circuit breaker open, store not called`,
+      `${this.name}: circuit breaker open${where}, store not called`,
     )
   }
 
-  /** Deadline, breaker accounting and error reporting around one call. */
-  private guarded<T>(op: string, call: () => Promise<T>): Promise<T> {
+  /**
+   * Deadline, breaker accounting (the breaker of `node`) and error reporting around one call. `call` gets the
+   * deadline in the server's clock for its script (0 while the store does not know that clock, or pins its own).
+   */
+  private guarded<T>(op: string, node: string, call: (notAfter: number) => Promise<T>): Promise<T> {
+    const breaker = this.breaker.of(node)
     const started = performance.now()
+    const deadline = started + this.timeoutMs
     return new Promise<T>((resolve, reject) => {
       // Whichever comes first, the answer or the deadline, decides; a late answer is ignored, so a store that
       // answers only after the deadline keeps counting as failing.
@@ -397,7 +477,7 @@ export class RedisStore implements Store {
         settled = true
         clearTimeout(timer)
         cancelWait?.()
-        this.breaker.failed()
+        breaker.failed()
         emit(this.hooks.onStoreError, { store: this.name, op, error })
         reject(error)
       }
@@ -419,7 +499,7 @@ export class RedisStore implements Store {
         cancelWait = undefined
         let answer: Promise<T>
         try {
-          answer = call()
+          answer = call(this.clock === undefined ? this.serverClocks.notAfter(node, deadline) : 0)
         } catch (cause) {
           answer = Promise.reject(cause)
         }
@@ -428,7 +508,7 @@ export class RedisStore implements Store {
             if (settled) return
             settled = true
             clearTimeout(timer)
-            this.breaker.succeeded()
+            breaker.succeeded()
             if (this.hooks.onStoreLatency !== undefined) {
               emit(this.hooks.onStoreLatency, { store: this.name, durationMs: performance.now() - started })
             }

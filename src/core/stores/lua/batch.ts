@@ -9,9 +9,10 @@ import { slidingWindowFunction } from './slidingWindow.js'
  * travel together, which saves a command, a reply and a socket write per decision on both sides. Each step is
  * applied in order with its write made at once, so two requests for the same key see each other exactly as two
  * separate calls would.
- * KEYS[i]: the key of request i · ARGV[1]: time in µs, or 0 to read the server clock ·
- * ARGV[2 + 5(i-1) .. 6 + 5(i-1)]: request i's algorithm (`gcra`, `fixedWindow`, `slidingWindow`, `concurrency`),
- * op and 3 args. Returns the replies, flattened (5 integers each).
+ * KEYS[i]: the key of request i · ARGV[1]: time in µs, or 0 to read the server clock · ARGV[2]: the deadline in the
+ * server's µs, or 0 · ARGV[3 + 5(i-1) .. 7 + 5(i-1)]: request i's algorithm (`gcra`, `fixedWindow`, `slidingWindow`,
+ * `concurrency`), op and 3 args. Returns the replies, flattened (5 integers each), then the time; past the deadline,
+ * `-2` and the time, having changed nothing.
  */
 export const batchLua = `${helpers}
 ${gcraFunction}
@@ -22,12 +23,14 @@ local algorithms = {
   gcra = gcra, fixedWindow = fixed_window, slidingWindow = sliding_window, concurrency = concurrency
 }
 local now = clock(ARGV[1])
+if past_deadline(now, ARGV[2]) then return { -2, now } end
 local flat = {}
 for i = 1, #KEYS do
-  local at = 2 + (i - 1) * 5
+  local at = 3 + (i - 1) * 5
   local result, write = algorithms[ARGV[at]](KEYS[i], ARGV[at + 1], now, ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
   if write then write() end
   for j = 1, 5 do flat[#flat + 1] = result[j] end
 end
+flat[#flat + 1] = now
 return flat
 `

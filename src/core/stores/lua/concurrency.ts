@@ -34,8 +34,9 @@ local function concurrency(key, op, now, a1, a2, a3)
   elseif op == 'release' then
     return leases_reply(redis.call('ZREM', key, lease_id) == 1)
   elseif op == 'renew' then
-    local held = redis.call('ZSCORE', key, lease_id) ~= false
-    if held then redis.call('ZADD', key, 'XX', now + lease_us, lease_id) end
+    -- a lease that is gone takes a free slot again
+    local held = redis.call('ZSCORE', key, lease_id) ~= false or redis.call('ZCARD', key) < max
+    if held then redis.call('ZADD', key, now + lease_us, lease_id) end
     return leases_reply(held)
   elseif op == 'peek' then
     return leases_reply(redis.call('ZCARD', key) < max)

@@ -15,6 +15,14 @@ local function clock(pinned)
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- A call whose client has given up on it (its deadline, in this server's time, has passed) must change nothing:
+-- its decisions were already answered by the fail policy. It can reach here late from a client's retry or resend,
+-- or from the socket of a server that was paused. 0: no deadline.
+local function past_deadline(now, not_after)
+  local limit = tonumber(not_after)
+  return limit ~= 0 and now > limit
+end
+
 local function to_ms(us)
   if us <= 0 then return 0 end
   return math.ceil(us / 1000)
