@@ -3,6 +3,7 @@
  * each, 3 comments per post), the demo users' tokens, a `login` mutation, a chat shared with the `/chat` WebSocket,
  * and two subscriptions. The cost directives (`@cost`, `@listSize`, `@rateLimit`) are what tollbooth prices.
  */
+import { setMaxListeners } from 'node:events'
 import { createPubSub, createSchema } from 'graphql-yoga'
 import { costDirectivesTypeDefs } from '../src/graphql/index.js'
 
@@ -72,9 +73,19 @@ export interface ChatMessage {
   readonly at: string
 }
 
+/**
+ * Every `messageAdded` subscription is a listener of one EventTarget: past Node's default of 10 it would warn of a
+ * leak. Their number is bounded by the subscription and connection caps instead.
+ */
+function subscribersTarget(): EventTarget {
+  const target = new EventTarget()
+  setMaxListeners(0, target)
+  return target
+}
+
 /** The chat both `/chat` and GraphQL see: the last 50 messages, and a pub/sub for `messageAdded`. */
 export class Chat {
-  readonly pubSub = createPubSub<{ messageAdded: [ChatMessage] }>()
+  readonly pubSub = createPubSub<{ messageAdded: [ChatMessage] }>({ eventTarget: subscribersTarget() })
   private readonly recent: ChatMessage[] = []
   private readonly listeners = new Set<(message: ChatMessage) => void>()
   private serial = 0

@@ -10,8 +10,12 @@ import { fileURLToPath } from 'node:url'
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const TSX_LOADER = import.meta.resolve('tsx')
 
-/** What a crash or an unhandled error prints (the example's own "redis: …" lines about outages are expected). */
-const THROWN = /Unhandled|uncaught|TypeError|ReferenceError|RangeError|SyntaxError|\n\s+at .+:\d+:\d+\)?/
+/**
+ * What a crash, an unhandled error or a warning of Node's prints (the example's own "redis: …" lines about outages
+ * are expected).
+ */
+const THROWN =
+  /Unhandled|uncaught|TypeError|ReferenceError|RangeError|SyntaxError|ReplyError|\(node:\d+\)|\n\s+at .+:\d+:\d+\)?/
 
 export interface InstanceOptions {
   readonly clusterNodes: string

@@ -8,6 +8,8 @@ import { WebSocket } from 'ws'
 /** One GraphQL request and its answer. */
 export interface Sent {
   readonly at: number
+  /** The instance it was sent to. */
+  readonly instance: string
   readonly status: number
   /** The cost the budget kept (requested − refund); 0 when refused. */
   readonly charged: number
@@ -106,6 +108,7 @@ export class Load {
       const remaining = /;r=(\d+)/.exec(response.headers.get('ratelimit') ?? '')?.[1]
       records.push({
         at,
+        instance: target.name,
         status: response.status,
         charged,
         remaining: remaining === undefined ? undefined : Number(remaining),
@@ -114,6 +117,7 @@ export class Load {
     } catch {
       records.push({
         at,
+        instance: target.name,
         status: 0,
         charged: 0,
         remaining: undefined,

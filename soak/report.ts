@@ -4,16 +4,24 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { HttpClass, Sent } from './load.js'
+import { niceCeiling } from '../src/cli/simulate/svgChart.js'
+import type { HttpClass } from './load.js'
+import { attributeOutages, type Outage } from './outages.js'
 import { PROBE_BUDGET } from './probes.js'
 import { percentileOf } from './samples.js'
 import { CHAT_CAP, type FaultRecord, GRAPHQL_WS_CAP, type SoakRun, wellBehavedLatencies } from './soak.js'
 import { renderTimeSeries, type Series } from './svgTimeSeries.js'
 
-/** Decisions not answered by the store (the fail policy answered). */
-const FAIL_SOURCES = ['fail-open', 'fail-closed', 'local']
 /** A fault's disturbance lasts until this long after its last fail-policy decision. */
 const SETTLE_MS = 5000
+/** Tokens the probe may miss after a spell of fail-policy decisions without it meaning a late write. */
+const LATE_SPEND_SLACK = 3
+/** A stray outage disturbs the budgets from a second before it to this long after it. */
+const STRAY_SETTLE_MS = 3000
+/** The example server's RedisStore deadline (the default `timeoutMs`). */
+const STORE_TIMEOUT_MS = 50
+/** Outside faults, at most this share of decisions may come from the fail policy. */
+const MAX_STRAY_SHARE = 0.01
 
 export interface Check {
   readonly name: string
@@ -36,14 +44,19 @@ interface Window {
 export function judge(run: SoakRun): SoakReport {
   const samples = run.sampler.samples
   const warmEnd = run.enforceFrom + run.profile.warmMs
-  const disturbed = run.faults.map((fault, i) =>
-    disturbance(run, fault, run.faults[i + 1]?.at ?? run.endedAt),
-  )
-  const steady = steadyWindows({ from: warmEnd, until: run.endedAt }, disturbed)
+  const outages = attributeOutages(samples, run.faults)
+  const disturbed = run.faults.map((fault, i) => disturbance(fault, outages.byFault[i]))
+  const strayWindows = outages.strays.map((o) => ({ from: o.from - 1000, until: o.last + STRAY_SETTLE_MS }))
+  const steady = steadyWindows({ from: warmEnd, until: run.endedAt }, [...disturbed, ...strayWindows])
   const inSteady = (t: number) => steady.some((w) => t >= w.from && t < w.until)
+  /** Chart time: seconds since enforcement began. */
+  const chartTime = (t: number) => `${((t - run.enforceFrom) / 1000).toFixed(1)} s`
   const checks: Check[] = []
   const lines: string[] = []
-  const md: string[] = [`# tollbooth soak (${run.profile.name} profile)`, '']
+  const md: string[] = []
+  const intro =
+    `Times are seconds since enforcement began, ${((run.enforceFrom - run.startedAt) / 1000).toFixed(0)} s ` +
+    'into the run (after starting the cluster and any dry-run baseline), as on the charts.'
 
   // Load and decisions
   const steadySeconds = steady.reduce((sum, w) => sum + (w.until - w.from) / 1000, 0)
@@ -128,7 +141,7 @@ export function judge(run: SoakRun): SoakReport {
   md.push(
     '## Admitted cost per identity class (steady parts)',
     '',
-    '| class | identities | admitted | budget (what was left + refill × time) | admitted / budget | refused |',
+    '| class | identities | admitted | budget (what was left after the first admission + refill × time) | admitted / budget | refused |',
     '| --- | ---: | ---: | ---: | ---: | ---: |',
   )
   for (const group of run.load.classes) {
@@ -144,7 +157,10 @@ export function judge(run: SoakRun): SoakReport {
       checks.push({
         name: `${group.name}: at least 95 % of the budget (no false refusals), never more`,
         passed: result.lowest >= 0.95 && result.overBudget === 0,
-        detail: `lowest identity-window ratio ${result.lowest.toFixed(3)} (one request of slack); ${result.overBudget} identity-windows over budget`,
+        detail:
+          `least served identity-window: ${(result.leastServed * 100).toFixed(1)} % of its budget, ` +
+          `${(result.lowest * 100).toFixed(1)} % counting the request its leftover could not pay for (95 % needed); ` +
+          `${result.overBudget} identity-windows got more than budget + ${overBudgetSlack(group)}`,
       })
     } else {
       checks.push({
@@ -156,15 +172,19 @@ export function judge(run: SoakRun): SoakReport {
   }
   md.push('')
 
-  // WebSockets
+  // WebSockets: the sockets the load keeps open per identity, and whether one more than the cap gets in.
   const calm = samples.filter((s) => inSteady(s.at))
   const maxChat = Math.max(0, ...calm.map((s) => s.maxSockets.chat ?? 0))
   const maxGraphqlWs = Math.max(0, ...calm.map((s) => s.maxSockets['graphql-ws'] ?? 0))
   const breaches = run.load.capBreaches.filter((b) => inSteady(b.at))
+  const breachTimes = breaches.map((b) => `${b.kind} at ${chartTime(b.at)}`).join(', ')
   checks.push({
-    name: 'WebSocket sockets per identity never above the cap (store up)',
+    name: 'WebSocket sockets per identity: none admitted past the cap (store up)',
     passed: maxChat <= CHAT_CAP && maxGraphqlWs <= GRAPHQL_WS_CAP && breaches.length === 0,
-    detail: `chat: at most ${maxChat} of ${CHAT_CAP}; graphql-ws: at most ${maxGraphqlWs} of ${GRAPHQL_WS_CAP}; ${breaches.length} extra sockets admitted`,
+    detail:
+      `sockets held per identity, sampled each second: chat at most ${maxChat} of ${CHAT_CAP}, graphql-ws at most ` +
+      `${maxGraphqlWs} of ${GRAPHQL_WS_CAP}; one more than the cap tried: ${breaches.length} admitted` +
+      (breaches.length > 0 ? ` (${breachTimes})` : ''),
   })
   const wsLine = `WebSocket sockets per identity, sampled each second: chat at most ${maxChat} (cap ${CHAT_CAP}), graphql-ws at most ${maxGraphqlWs} (cap ${GRAPHQL_WS_CAP}); ${run.load.capBreaches.length} sockets past a cap admitted (${breaches.length} while the store was up)`
   lines.push(wsLine)
@@ -184,33 +204,33 @@ export function judge(run: SoakRun): SoakReport {
     for (const s of during)
       for (const [source, n] of Object.entries(s.bySource))
         bySource.set(source, (bySource.get(source) ?? 0) + n)
-    const failing = during.filter((s) => FAIL_SOURCES.some((source) => (s.bySource[source] ?? 0) > 0))
-    const without = failing.length === 0 ? 0 : ((failing.at(-1)?.at ?? 0) - (failing[0]?.at ?? 0)) / 1000 + 1
-    const lastFailing = failing.at(-1)?.at
-    const back = lastFailing === undefined ? 0 : (lastFailing - fault.at) / 1000
+    const outage = outages.byFault[i]
     const repaired =
       fault.repairedAt === undefined
         ? ''
         : ` (repaired after ${((fault.repairedAt - fault.at) / 1000).toFixed(1)} s)`
     const excess = probeExcess(run, { from: fault.at, until: window.until })
     const sources = [...bySource].map(([source, n]) => `${source} ${n}`).join(', ')
+    // Samples are per second: an outage seen in n consecutive samples lasted about n seconds.
+    const without = outage === undefined ? 0 : (outage.last - outage.from) / 1000 + 1
+    const back = outage === undefined ? 0 : (outage.last - fault.at) / 1000
     md.push(
-      `| ${fault.kind} | ${fault.detail} | ${sources} | ${lastFailing === undefined ? '—' : `${without.toFixed(0)} s`} | ${lastFailing === undefined ? 'the store answered throughout' : `after ${back.toFixed(1)} s${repaired}`} | ${excess.total} (at most ${excess.worst} for one identity of budget ${PROBE_BUDGET.capacity} + ${PROBE_BUDGET.refillPerSecond}/s) |`,
+      `| ${fault.kind} at ${chartTime(fault.at)} | ${fault.detail} | ${sources} | ${outage === undefined ? '—' : `${without.toFixed(0)} s`} | ${outage === undefined ? 'the store answered throughout' : `after ${back.toFixed(1)} s${repaired}`} | ${excess.total} (at most ${excess.worst} for one identity of budget ${PROBE_BUDGET.capacity} + ${PROBE_BUDGET.refillPerSecond}/s) |`,
     )
-    const outage =
-      lastFailing === undefined
+    const outageLine =
+      outage === undefined
         ? 'the store answered throughout'
         : `without the store ${without.toFixed(0)} s, back after ${back.toFixed(1)} s${repaired}`
     lines.push(
-      `fault ${fault.kind} (${fault.detail}): ${outage}; decisions ${sources}; admitted beyond budget ${excess.total} (worst identity ${excess.worst})`,
+      `fault ${fault.kind} at ${chartTime(fault.at)} (${fault.detail}): ${outageLine}; decisions ${sources}; admitted beyond budget ${excess.total} (worst identity ${excess.worst})`,
     )
     checks.push({
       name: `${fault.kind}: decisions come back from the store while it is watched`,
-      passed: lastFailing === undefined || lastFailing < fault.until,
+      passed: outage === undefined || outage.last < fault.until,
       detail:
-        lastFailing === undefined
+        outage === undefined
           ? 'the store answered throughout'
-          : `last fail-policy decision ${((lastFailing - fault.at) / 1000).toFixed(1)} s after the fault`,
+          : `the last fail-policy decision of its outage ${back.toFixed(1)} s after the fault (watched ${((fault.until - fault.at) / 1000).toFixed(0)} s)`,
     })
     if (fault.kind === 'kill-instance') checks.push(reconnected(run, fault))
   }
@@ -219,6 +239,31 @@ export function judge(run: SoakRun): SoakReport {
     "Each instance answers by its limiters' fail policies while the store cannot be reached (the example: `local` for users and the chat, `open` for anonymous callers and graphql-ws): the steady-state figures above leave these disturbances out, and the admission probe (a fail-closed token bucket on the same cluster) shows what a failover cost in admission: a master's acknowledged writes its replica had not received are lost when the replica takes over, and a restart of the whole cluster (nothing persisted) forgets every budget.",
     '',
   )
+  const strayDecisions = outages.strays.reduce((sum, o) => sum + o.decisions, 0)
+  const outsideFaults = samples
+    .filter((s) => s.at >= warmEnd && !disturbed.some((w) => s.at >= w.from && s.at < w.until))
+    .reduce((sum, s) => sum + Object.values(s.bySource).reduce((a, b) => a + b, 0), 0)
+  const strayShare = outsideFaults > 0 ? strayDecisions / outsideFaults : 0
+  const strayList = outages.strays
+    .map((o) => `${o.decisions} at ${chartTime(o.from)}${o.last > o.from ? `–${chartTime(o.last)}` : ''}`)
+    .join(', ')
+  const strayLine =
+    `outside faults: ${strayDecisions} of ${outsideFaults} decisions (${(strayShare * 100).toFixed(2)} %) answered by ` +
+    `the fail policy${strayList === '' ? '' : ` (${strayList})`}: store calls that missed their deadline, ` +
+    "a stall of the instance's event loop or a busy machine; left out of the steady parts with the seconds around them"
+  lines.push(strayLine)
+  md.push(`**Outside faults.** ${strayLine.replace(/^outside faults: /, '')}.`, '')
+  checks.push({
+    name: `outside faults the store answers (at most ${MAX_STRAY_SHARE * 100} % of decisions by the fail policy)`,
+    passed: strayShare <= MAX_STRAY_SHARE,
+    detail: `${(strayShare * 100).toFixed(2)} % (${strayDecisions} of ${outsideFaults})`,
+  })
+  const late = probeLateSpends(run)
+  checks.push({
+    name: 'admission probe: a decision the fail policy answered never spends the budget later',
+    passed: late.tokens === 0,
+    detail: `${late.tokens} tokens missing after ${late.gaps} spells of fail-policy decisions (beyond ${LATE_SPEND_SLACK} of measurement)`,
+  })
   const steadyExcess = steady.reduce((sum, w) => sum + probeExcess(run, w).total, 0)
   checks.push({
     name: 'admission probe: nothing admitted beyond budget while no fault disturbs',
@@ -243,8 +288,31 @@ export function judge(run: SoakRun): SoakReport {
     '![Admitted cost per class](admitted-cost.svg)',
     '',
   )
-  lines.push('', ...checks.map((c) => `${c.passed ? 'passed' : 'FAILED'}  ${c.name}: ${c.detail}`))
-  return { checks, table: lines.join('\n'), markdown: md.join('\n'), charts: charts(run) }
+  const failed = checks.filter((c) => !c.passed)
+  const verdict =
+    failed.length === 0
+      ? `all ${checks.length} checks passed`
+      : `${failed.length} of ${checks.length} checks FAILED: ${failed.map((c) => c.name).join('; ')}`
+  lines.push(
+    '',
+    ...checks.map((c) => `${c.passed ? 'passed' : 'FAILED'}  ${c.name}: ${c.detail}`),
+    '',
+    verdict,
+  )
+  const head = [
+    `# tollbooth soak (${run.profile.name} profile)`,
+    '',
+    `**Result: ${verdict}.**`,
+    '',
+    intro,
+    '',
+  ]
+  return {
+    checks,
+    table: [intro, '', ...lines].join('\n'),
+    markdown: [...head, ...md].join('\n'),
+    charts: charts(run),
+  }
 }
 
 export async function writeReport(report: SoakReport, dir: string): Promise<void> {
@@ -254,16 +322,13 @@ export async function writeReport(report: SoakReport, dir: string): Promise<void
 }
 
 /**
- * From the fault to a settled store: its last fail-policy decision (before the next fault) plus SETTLE_MS, at least
- * its watch.
+ * What a fault disturbs, left out of the budget checks: from the fault (a second before a killed instance: the
+ * requests it was answering fail) to SETTLE_MS after its outage's last fail-policy decision, or after the fault when
+ * the store answered throughout. The rest of its watch is judged like any steady part.
  */
-function disturbance(run: SoakRun, fault: FaultRecord, nextFault: number): Window {
-  const failing = run.sampler.samples.filter(
-    (s) =>
-      s.at >= fault.at && s.at < nextFault && FAIL_SOURCES.some((source) => (s.bySource[source] ?? 0) > 0),
-  )
-  const last = failing.at(-1)?.at ?? fault.at
-  return { from: fault.at, until: Math.max(fault.until, last + SETTLE_MS) }
+function disturbance(fault: FaultRecord, outage: Outage | undefined): Window {
+  const from = fault.kind === 'kill-instance' ? fault.at - 1000 : fault.at
+  return { from, until: (outage?.last ?? fault.at) + SETTLE_MS }
 }
 
 function steadyWindows(whole: Window, disturbed: readonly Window[]): Window[] {
@@ -278,8 +343,10 @@ function steadyWindows(whole: Window, disturbed: readonly Window[]): Window[] {
 }
 
 /**
- * A class's admissions in the steady windows against what its budgets allowed: for each identity and window, what
- * was left at the window's start (the RateLimit `r` of the last answer before it) plus the refill over the window.
+ * A class's admissions in the steady windows against what its budgets allowed. For each identity and window, the
+ * window's first admitted request is the anchor: its RateLimit `r` is what the store had left right after it (a
+ * refusal's `r` may come from the deny cache, and an answer just before the window from a fail policy). From it,
+ * the budget is that plus the refill to the window's end.
  */
 function classAgainstBudget(run: SoakRun, group: HttpClass, windows: readonly Window[]) {
   let admitted = 0
@@ -287,35 +354,45 @@ function classAgainstBudget(run: SoakRun, group: HttpClass, windows: readonly Wi
   let refused = 0
   let sent = 0
   let lowest = Number.POSITIVE_INFINITY
+  let leastServed = Number.POSITIVE_INFINITY
   let overBudget = 0
   for (const identity of group.identities) {
-    const records = run.load.sent.get(identity.name) ?? []
+    const records = [...(run.load.sent.get(identity.name) ?? [])].sort((a, b) => a.at - b.at)
     for (const w of windows) {
       const inside = records.filter((r) => r.at >= w.from && r.at < w.until)
       sent += inside.length
       refused += inside.filter((r) => r.status !== 200).length
-      const got = inside.reduce((sum, r) => sum + r.charged, 0)
-      admitted += got
-      const before = lastBefore(records, w.from)
-      if (before?.remaining === undefined) continue
-      const allowed = before.remaining + (group.budget.refillPerSecond * (w.until - w.from)) / 1000
-      budget += allowed
+      const anchorAt = inside.findIndex((r) => r.status === 200 && r.remaining !== undefined)
+      const anchor = inside[anchorAt]
+      if (anchor?.remaining === undefined) continue
+      const got = inside.slice(anchorAt + 1).reduce((sum, r) => sum + r.charged, 0)
+      const allowed = anchor.remaining + (group.budget.refillPerSecond * (w.until - anchor.at)) / 1000
+      admitted += anchor.charged + got
+      budget += anchor.charged + allowed
       if (!group.greedy) continue
-      // One request of slack either way: the client's clock and Redis' are not the same clock.
+      // Short of the budget by up to one request: what is left at the end may not pay for another.
       lowest = Math.min(lowest, (got + group.cost) / allowed)
-      if (got > allowed + group.cost) overBudget++
+      leastServed = Math.min(leastServed, got / allowed)
+      if (got > allowed + overBudgetSlack(group)) overBudget++
     }
   }
-  return { admitted, budget, refused, sent, lowest: Number.isFinite(lowest) ? lowest : 1, overBudget }
+  return {
+    admitted,
+    budget,
+    refused,
+    sent,
+    lowest: Number.isFinite(lowest) ? lowest : 1,
+    leastServed: Number.isFinite(leastServed) ? leastServed : 1,
+    overBudget,
+  }
 }
 
-function lastBefore(records: readonly Sent[], t: number): Sent | undefined {
-  let found: Sent | undefined
-  for (const r of records) {
-    if (r.at >= t) break
-    if (r.remaining !== undefined) found = r
-  }
-  return found
+/**
+ * Admitted beyond the budget by this much is within measurement: the `r` of the RateLimit field is rounded down,
+ * and a request sent just before a window's end may be decided just after it (half a second of refill).
+ */
+function overBudgetSlack(group: HttpClass): number {
+  return 2 + group.budget.refillPerSecond * 0.5
 }
 
 /** Admission-probe decisions admitted beyond each identity's budget over a window, in all and at worst. */
@@ -339,6 +416,33 @@ function probeExcess(run: SoakRun, w: Window): { total: number; worst: number } 
     worst = Math.max(worst, excess)
   }
   return { total, worst }
+}
+
+/**
+ * Whether refused probe decisions were applied after all: across each spell of fail-policy decisions of an
+ * identity, the store's next answer should show what its previous one left plus the refill (up to the capacity),
+ * less that decision's own token. A late application of the spell's decisions shows as tokens missing. Within
+ * LATE_SPEND_SLACK: rounding, and a second of refill for replies timed late by a busy process.
+ */
+function probeLateSpends(run: SoakRun): { tokens: number; gaps: number } {
+  const last = new Map<number, { at: number; remaining: number; failedSince: boolean }>()
+  let tokens = 0
+  let gaps = 0
+  for (const d of run.probe.decisions) {
+    const previous = last.get(d.identity)
+    if (!d.fromStore) {
+      if (previous !== undefined) previous.failedSince = true
+      continue
+    }
+    if (previous?.failedSince === true) {
+      gaps++
+      const refilled = previous.remaining + (PROBE_BUDGET.refillPerSecond * (d.at - previous.at)) / 1000
+      const expected = Math.floor(Math.min(PROBE_BUDGET.capacity, refilled)) - (d.allowed ? 1 : 0)
+      tokens += Math.max(0, expected - LATE_SPEND_SLACK - d.remaining)
+    }
+    last.set(d.identity, { at: d.at, remaining: d.remaining, failedSince: false })
+  }
+  return { tokens, gaps }
 }
 
 /** The sockets the killed instance held are open elsewhere within the lease lifetime (plus 3 s of retries). */
@@ -387,8 +491,18 @@ function charts(run: SoakRun): Record<string, string> {
         .filter((s) => s.p99Ms !== undefined)
         .map((s) => [seconds(s.at), s.p99Ms as number] as const),
     },
+    {
+      name: `the store's deadline (${STORE_TIMEOUT_MS} ms)`,
+      color: '#cf222e',
+      dashed: true,
+      points: [
+        [0, STORE_TIMEOUT_MS],
+        [duration, STORE_TIMEOUT_MS],
+      ],
+    },
   ]
   const palette = ['#cf222e', '#2da44e', '#8250df', '#0969da']
+  const refills = run.load.classes.map((group) => group.budget.refillPerSecond * group.identities.length)
   const admitted: Series[] = run.load.classes.flatMap((group, i) => {
     const names = new Set(group.identities.map((identity) => identity.name))
     const perSecond = new Map<number, number>()
@@ -430,7 +544,8 @@ function charts(run: SoakRun): Record<string, string> {
     }),
     'decision-p99.svg': renderTimeSeries({
       title: 'p99 decision time per second',
-      subtitle: 'All instances and limiters, store round trip included',
+      subtitle:
+        "All instances and limiters, store round trip included; above the deadline only when an instance's event loop stalls",
       yLabel: 'ms',
       series: p99,
       markers,
@@ -439,9 +554,10 @@ function charts(run: SoakRun): Record<string, string> {
     'admitted-cost.svg': renderTimeSeries({
       title: 'Admitted GraphQL cost per second, by identity class',
       subtitle:
-        'Greedy classes ask far more than their budget: they get its refill (dashed), no more, no less',
+        'Greedy classes ask far more than their budget and get its refill (dashed); fail-open bursts are cut off at the top',
       yLabel: 'cost / s',
       series: admitted,
+      yMax: niceCeiling(3 * Math.max(1, ...refills)),
       markers,
       durationSeconds: duration,
     }),

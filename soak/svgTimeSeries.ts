@@ -18,11 +18,13 @@ export interface Marker {
 }
 
 const WIDTH = 960
-const HEIGHT = 360
+const HEIGHT = 380
 const LEFT = 70
 const RIGHT = WIDTH - 20
 const TOP = 60
-const BOTTOM = HEIGHT - 60
+const BOTTOM = HEIGHT - 80
+/** Legend entries flow left to right and wrap; an entry takes about this many pixels per character. */
+const LEGEND_CHAR_PX = 7
 const FONT = 'font-family="-apple-system, Segoe UI, Helvetica, Arial, sans-serif"'
 
 export function renderTimeSeries(options: {
@@ -32,11 +34,13 @@ export function renderTimeSeries(options: {
   series: readonly Series[]
   markers: readonly Marker[]
   durationSeconds: number
+  /** The top of the y axis; higher values are drawn at the top. By default the highest value fits. */
+  yMax?: number
 }): string {
   const { series, markers } = options
-  const yMax = niceCeiling(Math.max(1, ...series.flatMap((s) => s.points.map(([, y]) => y))))
+  const yMax = options.yMax ?? niceCeiling(Math.max(1, ...series.flatMap((s) => s.points.map(([, y]) => y))))
   const x = (t: number) => LEFT + (t / Math.max(1, options.durationSeconds)) * (RIGHT - LEFT)
-  const y = (v: number) => BOTTOM - (v / yMax) * (BOTTOM - TOP)
+  const y = (v: number) => BOTTOM - (Math.min(v, yMax) / yMax) * (BOTTOM - TOP)
   const out = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" ${FONT} font-size="12">`,
     `<title>${escapeXml(options.title)}</title>`,
@@ -70,13 +74,20 @@ export function renderTimeSeries(options: {
     const dash = s.dashed === true ? ' stroke-dasharray="6 4"' : ''
     out.push(`<path d="${path.join(' ')}" fill="none" stroke="${s.color}" stroke-width="1.5"${dash}/>`)
   }
-  series.forEach((s, i) => {
-    const lx = LEFT + i * 170
+  let lx = LEFT
+  let ly = BOTTOM + 34
+  for (const s of series) {
+    const width = 16 + s.name.length * LEGEND_CHAR_PX + 24
+    if (lx + width > RIGHT && lx > LEFT) {
+      lx = LEFT
+      ly += 18
+    }
     out.push(
-      `<rect x="${lx}" y="${HEIGHT - 30}" width="12" height="12" fill="${s.color}"/>`,
-      `<text x="${lx + 16}" y="${HEIGHT - 20}" fill="#1f2328">${escapeXml(s.name)}</text>`,
+      `<rect x="${lx}" y="${ly - 10}" width="12" height="12" fill="${s.color}"/>`,
+      `<text x="${lx + 16}" y="${ly}" fill="#1f2328">${escapeXml(s.name)}</text>`,
     )
-  })
+    lx += width
+  }
   out.push('</svg>')
   return `${out.join('\n')}\n`
 }

@@ -17,7 +17,8 @@ describe('npm run soak, short profile', () => {
       expect.arrayContaining([
         'anonymous, greedy: at least 95 % of the budget (no false refusals), never more',
         'anonymous, well-behaved: nothing refused',
-        'WebSocket sockets per identity never above the cap (store up)',
+        'WebSocket sockets per identity: none admitted past the cap (store up)',
+        'outside faults the store answers (at most 1 % of decisions by the fail policy)',
         'kill-instance: its leases are freed within leaseMs and its identities reconnected elsewhere',
         'kill-master: decisions come back from the store while it is watched',
         'admission probe: nothing admitted beyond budget while no fault disturbs',
