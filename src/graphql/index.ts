@@ -18,6 +18,7 @@ export type {
   OperationEvent,
   SubscriptionOptions,
   TollboothGraphQLOptions,
+  TollboothPlugin,
 } from './options.js'
 export { type LimitExposure, type RefusalCode, RefusalCodes } from './refusal.js'
 export { maxAliasesRule } from './rules/maxAliases.js'

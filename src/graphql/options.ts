@@ -1,3 +1,12 @@
+import type {
+  DocumentNode,
+  ExecutionArgs,
+  ExecutionResult,
+  GraphQLSchema,
+  ParseOptions,
+  Source,
+  ValidationRule,
+} from 'graphql'
 import type { FailPolicy } from '../core/failPolicy.js'
 import type { LimiterHooks } from '../core/hooks.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
@@ -6,7 +15,11 @@ import type { TrustProxy } from '../identity/clientIp.js'
 import type { CostAnalysisOptions } from './cost/costAnalyzer.js'
 import type { RefusalCode } from './refusal.js'
 
-/** Yoga's context (or any Envelop context): the plugin reads `request`, `req` and `extra.request` if present. */
+/**
+ * The context `useTollbooth`'s callbacks get when nothing says more: Yoga's context, or any Envelop context. The
+ * plugin itself reads `request`, `req` and `extra.request` if present. Give your server's context type as
+ * `useTollbooth<MyContext>(…)` to read your own fields in `limiter` and `identify`.
+ */
 export type GraphQLContext = Record<string, unknown>
 
 export type MaybePromise<T> = T | Promise<T>
@@ -82,16 +95,21 @@ export interface OperationEvent {
   readonly field?: string
 }
 
-export interface TollboothGraphQLOptions extends CostAnalysisOptions {
+/**
+ * `useTollbooth`'s options. `TContext` is the server's GraphQL context, as the `limiter` and `identify` callbacks
+ * receive it.
+ */
+export interface TollboothGraphQLOptions<TContext extends object = GraphQLContext>
+  extends CostAnalysisOptions {
   /**
    * The budget every operation's cost is drawn from: a core `RateLimiter` (a `tokenBucket` is the natural fit).
    * A function picks one per request, e.g. from the authenticated user's plan — never from a client header.
    */
-  limiter: RateLimiter | ((context: GraphQLContext) => MaybePromise<RateLimiter>)
+  limiter: RateLimiter | ((context: TContext) => MaybePromise<RateLimiter>)
   /**
    * Whose budget pays: user id, API key, tenant. @default the client IP (`trustProxy` applies), IPv6 grouped by /64
    */
-  identify?: (context: GraphQLContext) => MaybePromise<string>
+  identify?: (context: TContext) => MaybePromise<string>
   /** Proxies whose `X-Forwarded-For` is believed when the identity or a field limit uses the IP. @default false */
   trustProxy?: TrustProxy
   /**
@@ -133,4 +151,53 @@ export interface TollboothGraphQLOptions extends CostAnalysisOptions {
   mode?: 'enforce' | 'dry-run'
   /** Called once per priced operation. Must not throw. */
   onOperation?: (event: OperationEvent) => void
+}
+
+/** A parse function, as graphql-js' `parse`. */
+export type ParseFunction = (source: string | Source, options?: ParseOptions) => DocumentNode
+
+/**
+ * What `useTollbooth` returns: the Envelop hooks it uses and two of Yoga's HTTP hooks (`onRequestParse`,
+ * `onResponse`; Envelop alone never calls them). Spelled out with graphql-js types alone, so that the published
+ * types need neither graphql-yoga nor @envelop/core: `createYoga({ plugins })` and `envelop({ plugins })` both take
+ * it. Not generic on purpose: a context type here would be inferred from `createYoga`'s plugin list, which names
+ * Yoga's own context (without the application's) when `createYoga` is not given its context types.
+ */
+export interface TollboothPlugin {
+  onSchemaChange(payload: { schema: GraphQLSchema }): void
+  onRequestParse(payload: { serverContext: unknown }): {
+    onRequestParseDone(payload: { requestParserResult: unknown }): void
+  }
+  onParse(payload: {
+    params: { source: string | Source }
+    parseFn: ParseFunction
+    setParseFn(parseFn: ParseFunction): void
+  }): void
+  onValidate(payload: { addValidationRule(rule: ValidationRule): void }): void
+  onExecute(payload: {
+    args: ExecutionArgs
+    setResultAndStopExecution(result: ExecutionResult): void
+  }): MaybePromise<
+    | { onExecuteDone(payload: { result: unknown; setResult(result: ExecutionResult): void }): void }
+    | undefined
+  >
+  onSubscribe(payload: {
+    args: ExecutionArgs
+    setResultAndStopExecution(result: ExecutionResult): void
+  }): Promise<
+    | {
+        onSubscribeResult(payload: { result: unknown }):
+          | {
+              onNext: ((payload: { setResult(result: ExecutionResult): void }) => Promise<void>) | undefined
+              onEnd(): void
+            }
+          | undefined
+        onSubscribeError(): void
+      }
+    | undefined
+  >
+  onResponse(payload: {
+    response: { readonly headers: { has(name: string): boolean; set(name: string, value: string): void } }
+    serverContext: unknown
+  }): void
 }

@@ -6,7 +6,6 @@ import {
   type OperationDefinitionNode,
   type ValidationRule,
 } from 'graphql'
-import type { Plugin } from 'graphql-yoga'
 import type { Decision } from '../core/decision.js'
 import { type ConcurrencyLimiter, concurrencyLimit, type Lease } from '../core/limiters/concurrencyLimit.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
@@ -23,7 +22,13 @@ import { hidesWork } from './cost/hiddenWork.js'
 import { FieldLimitExecutions } from './fieldLimitExecutions.js'
 import { type FieldLimitDenial, FieldLimits } from './fieldLimits.js'
 import { contextIp } from './identity.js'
-import type { GraphQLContext, MaybePromise, OperationEvent, TollboothGraphQLOptions } from './options.js'
+import type {
+  GraphQLContext,
+  MaybePromise,
+  OperationEvent,
+  TollboothGraphQLOptions,
+  TollboothPlugin,
+} from './options.js'
 import { guardParse } from './parseGuard.js'
 import {
   limitDetails,
@@ -91,10 +96,15 @@ function decide(limiter: RateLimiter, identity: string, cost: number): MaybeProm
 
 /**
  * The Yoga/Envelop plugin: parse-time guards, structural rules, cost, per-identity budget, sensitive-field limits,
- * refund of what the response did not use, `extensions.cost` and RateLimit headers.
+ * refund of what the response did not use, `extensions.cost` and RateLimit headers. `TContext` is the server's
+ * context, as `limiter` and `identify` receive it: `useTollbooth<MyContext>(…)`, or inferred from a callback whose
+ * parameter is annotated.
  */
-export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
-  const config = resolveConfig(options)
+export function useTollbooth<TContext extends object = GraphQLContext>(
+  options: TollboothGraphQLOptions<TContext>,
+): TollboothPlugin {
+  // The callbacks get the context the server built, which is the TContext they were typed for.
+  const config = resolveConfig(options as unknown as TollboothGraphQLOptions)
   // resolveConfig has refused keys unknown to useTollbooth; the analyzer gets its own and refuses any other.
   const analyzer = new CostAnalyzer(costAnalysisOptions(options))
   const fieldLimits = new FieldLimits({
@@ -121,7 +131,7 @@ export function useTollbooth(options: TollboothGraphQLOptions): Plugin {
         })
   const rules = validationRules(config)
   const requestStateKey = Symbol('tollbooth request state')
-  const requestState = (context: object | undefined): RequestState | undefined =>
+  const requestState = (context: unknown): RequestState | undefined =>
     (context as Record<symbol, RequestState | undefined> | undefined)?.[requestStateKey]
   /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
   const batchGuard = {

@@ -1,6 +1,5 @@
-// Types only: ioredis is an optional peer.
-import type { Cluster, Redis } from 'ioredis'
 import { ErrorCodes, TollboothError } from '../errors.js'
+import { isCluster, type RedisClient } from './redisClient.js'
 
 /**
  * Whether an ioredis client can take commands now, and waiting until it can. With `enableOfflineQueue: false` (the
@@ -9,16 +8,16 @@ import { ErrorCodes, TollboothError } from '../errors.js'
  * fail policy although the store is moments away. A `Cluster` is ready once it has loaded the slot map.
  */
 export class ClientReadiness {
-  private static readonly byClient = new WeakMap<Redis | Cluster, ClientReadiness>()
+  private static readonly byClient = new WeakMap<RedisClient, ClientReadiness>()
   private readonly waiters = new Set<() => void>()
   /** Pending `until()` calls, which share one `error` listener. */
   private watchingErrors = 0
   private lastError: string | undefined
 
-  private constructor(private readonly client: Redis | Cluster) {}
+  private constructor(private readonly client: RedisClient) {}
 
   /** The readiness of `client`, shared by every store on it: one listener per event, however many stores. */
-  static of(client: Redis | Cluster): ClientReadiness {
+  static of(client: RedisClient): ClientReadiness {
     let readiness = ClientReadiness.byClient.get(client)
     if (readiness === undefined) {
       readiness = new ClientReadiness(client)
@@ -105,9 +104,9 @@ export class ClientReadiness {
 }
 
 /** Where the client connects, for messages: `host:port`, or the cluster's nodes (its startup nodes until known). */
-export function addressOf(client: Redis | Cluster): string {
-  if (!client.isCluster) return endpoint((client as Redis).options)
-  let nodes = (client as Cluster).nodes('all').map((node) => endpoint(node.options))
+export function addressOf(client: RedisClient): string {
+  if (!isCluster(client)) return endpoint(client.options)
+  let nodes = client.nodes('all').map((node) => endpoint(node.options))
   if (nodes.length === 0) {
     // Not public in ioredis' types, but what the Cluster was given: host:port strings, ports or { host, port }.
     const startup = (client as unknown as { startupNodes?: unknown }).startupNodes

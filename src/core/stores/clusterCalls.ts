@@ -1,7 +1,5 @@
-// Types only: ioredis is an optional peer.
-
 import calculateSlot from 'cluster-key-slot'
-import type { Cluster } from 'ioredis'
+import type { RedisClusterClient } from './redisClient.js'
 
 /**
  * The requests of one turn as script calls for a Redis Cluster, grouped by the node the client's slot map says
@@ -9,7 +7,7 @@ import type { Cluster } from 'ioredis'
  * whose slot has no known owner yet are grouped under `unknown`.
  */
 export function callsByNode<T extends { readonly key: string }>(
-  cluster: Cluster,
+  cluster: RedisClusterClient,
   queued: readonly T[],
   maxBatch: number,
 ): { node: string; calls: T[][] }[] {

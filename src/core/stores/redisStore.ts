@@ -2,8 +2,6 @@
 // and a decision waiting for a faked one would never be sent.
 import { setImmediate as atEndOfTurn } from 'node:timers'
 import calculateSlot from 'cluster-key-slot'
-// Types only: ioredis is an optional peer, so a memory-only user can import tollbooth without it.
-import type { Cluster, Redis } from 'ioredis'
 import { hashKey } from '../../identity/hashKey.js'
 import type { CircuitBreakerOptions } from '../circuitBreaker.js'
 import type { Clock } from '../clock.js'
@@ -17,12 +15,16 @@ import { allOfLua } from './lua/allOf.js'
 import { batchLua } from './lua/batch.js'
 import { nodeBatchLua } from './lua/nodeBatch.js'
 import { NodeBreakers } from './nodeBreakers.js'
+import { isCluster, type RedisClient, type RedisClusterClient, type RedisConnection } from './redisClient.js'
 import { PAST_DEADLINE, ServerClocks } from './serverClocks.js'
 import type { Reply, Store, StoreRequest } from './store.js'
 
 export interface RedisStoreOptions {
-  /** An ioredis `Redis` or `Cluster` client. See the README for the recommended client settings. */
-  client: Redis | Cluster
+  /**
+   * An ioredis (5 or 6) `Redis` or `Cluster` client; typed by what the store uses of it, so that these types need no
+   * ioredis. See the README for the recommended client settings.
+   */
+  client: RedisClient
   /** Prefix of every key. Must not contain `{` or `}` (the hash tag follows it). @default 'tollbooth:' */
   prefix?: string
   /**
@@ -102,7 +104,7 @@ export class RedisStore implements Store {
   readonly maxBatch: number
   /** A circuit breaker per node (one for a standalone Redis); `breaker.state` is the worst of them. */
   readonly breaker: NodeBreakers
-  private readonly client: Redis | Cluster
+  private readonly client: RedisClient
   private readonly keySecret: string | undefined
   private readonly hooks: StoreHooks
   private readonly clock: Clock | undefined
@@ -117,6 +119,12 @@ export class RedisStore implements Store {
   private flushScheduled = false
 
   constructor(options: RedisStoreOptions) {
+    if (isClientItself(options)) {
+      throw new TollboothError(
+        ErrorCodes.INVALID_OPTION,
+        'RedisStore: "client" must be given inside the options, as new RedisStore({ client }), got the client itself',
+      )
+    }
     if (
       options === null ||
       typeof options !== 'object' ||
@@ -161,7 +169,7 @@ export class RedisStore implements Store {
     const timeoutMs = positiveInteger('warmUp', 'timeoutMs', options.timeoutMs ?? 10_000)
     const deadline = performance.now() + timeoutMs
     await this.readiness.until(timeoutMs, this.name)
-    const masters = isCluster(this.client) ? this.client.nodes('master') : [this.client as Redis]
+    const masters = isCluster(this.client) ? this.client.nodes('master') : [this.client]
     const waitingFor = new Set<string>()
     const warm = masters.map(async (node) => {
       const address = this.standaloneAddress ?? `${node.options.host}:${node.options.port}`
@@ -178,7 +186,7 @@ export class RedisStore implements Store {
     )
   }
 
-  private async loadScripts(node: Redis, address: string): Promise<void> {
+  private async loadScripts(node: RedisConnection, address: string): Promise<void> {
     try {
       await node.script('LOAD', batchLua)
       await node.script('LOAD', allOfLua)
@@ -294,7 +302,7 @@ export class RedisStore implements Store {
   /** The address of the node that holds `key` by the client's slot map (the Redis for a standalone one). */
   private nodeOf(key: string): string {
     if (this.standaloneAddress !== undefined) return this.standaloneAddress
-    return (this.client as Cluster).slots[calculateSlot(key)]?.[0] ?? UNKNOWN_NODE
+    return (this.client as RedisClusterClient).slots[calculateSlot(key)]?.[0] ?? UNKNOWN_NODE
   }
 
   /** Sends the queued requests, `maxBatch` per script call; on a cluster, grouped by node. */
@@ -317,9 +325,9 @@ export class RedisStore implements Store {
   }
 
   /** The cluster's masters' own connections, by address (as in the client's slot map). */
-  private connectionsByAddress(): Map<string, Redis> {
-    const connections = new Map<string, Redis>()
-    for (const node of (this.client as Cluster).nodes('master')) {
+  private connectionsByAddress(): Map<string, RedisConnection> {
+    const connections = new Map<string, RedisConnection>()
+    for (const node of (this.client as RedisClusterClient).nodes('master')) {
       connections.set(`${node.options.host}:${node.options.port}`, node)
     }
     return connections
@@ -333,7 +341,11 @@ export class RedisStore implements Store {
    * again on its own, its key declared, so that Redis and ioredis route it; so is a request whose key the node
    * turned out not to hold.
    */
-  private sendToNode(node: string, connection: Redis, calls: readonly (readonly Pending[])[]): void {
+  private sendToNode(
+    node: string,
+    connection: RedisConnection,
+    calls: readonly (readonly Pending[])[],
+  ): void {
     // Defined on the connection first: a pipeline takes the commands its connection has when it is made.
     this.nodeBatchOn(connection)
     this.guarded('batch', node, (notAfter) => {
@@ -370,7 +382,7 @@ export class RedisStore implements Store {
   }
 
   /** The node batch command on a cluster node's own connection (defined there once). */
-  private nodeBatchOn(connection: Redis): BatchCommand {
+  private nodeBatchOn(connection: RedisConnection): BatchCommand {
     const commands = connection as unknown as Record<string, BatchCommand>
     if (typeof commands[nodeBatchCommand] !== 'function') {
       connection.defineCommand(nodeBatchCommand, { lua: nodeBatchLua })
@@ -531,6 +543,9 @@ export class RedisStore implements Store {
   }
 }
 
-function isCluster(client: Redis | Cluster): client is Cluster {
-  return client.isCluster
+/** Whether the constructor was handed an ioredis client where its options belong: `new RedisStore(client)`. */
+function isClientItself(options: unknown): boolean {
+  if (options === null || typeof options !== 'object') return false
+  const client = options as { defineCommand?: unknown; isCluster?: unknown }
+  return typeof client.defineCommand === 'function' || typeof client.isCluster === 'boolean'
 }

@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import {
   allOf,
@@ -86,6 +86,28 @@ describe('invalid options throw at construction, naming the option, with a stabl
       'breaker.cooldownMs',
     )
     client.disconnect()
+  })
+
+  it('RedisStore given the client itself instead of { client } says how to pass it', () => {
+    // Never connected: lazyConnect, and a refused store sends nothing.
+    const client = new Redis({ lazyConnect: true })
+    const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true })
+    try {
+      const messages = [client, cluster].map((given) => {
+        try {
+          new RedisStore(given as never)
+        } catch (error) {
+          return `${(error as { code?: string }).code}: ${(error as Error).message}`
+        }
+        return 'no error'
+      })
+      const expected = `${INVALID_OPTION}: RedisStore: "client" must be given inside the options, as new RedisStore({ client }), got the client itself`
+      expect(messages).toEqual([expected, expected])
+      expect([client.status, cluster.status]).toEqual(['wait', 'wait'])
+    } finally {
+      client.disconnect()
+      cluster.disconnect()
+    }
   })
 })
 
