@@ -1,7 +1,6 @@
 import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { parseArgs } from 'node:util'
 import {
   buildASTSchema,
   type DocumentNode,
@@ -23,30 +22,69 @@ import {
 import type { CostExplanation, FieldExplanation } from '../graphql/cost/explain.js'
 import { costDirectivesTypeDefs } from '../graphql/index.js'
 import type { TollboothGraphQLOptions } from '../graphql/options.js'
+import { type CommandLine, type CommandSpec, parseCommandLine } from './args.js'
+import { EXIT_CODES_HELP, EXIT_OK, InputError, reportFailure } from './errors.js'
 import type { CliIo } from './io.js'
+import { packageVersion } from './version.js'
 
-const USAGE =
-  'Usage: tollbooth cost --schema <schema.graphql> <query.graphql> [--variables <vars.json>] ' +
-  '[--operation <name>] [--config <config.js|.mjs|.json>] [--json]\n'
+/** The command line `tollbooth cost` takes. */
+const COST_COMMAND = {
+  name: 'cost',
+  flags: {
+    schema: { type: 'string', required: true, placeholder: '<schema.graphql>' },
+    variables: { type: 'string', placeholder: '<vars.json>' },
+    operation: { type: 'string', placeholder: '<name>' },
+    config: { type: 'string', placeholder: '<config.js|.mjs|.json>' },
+    json: { type: 'boolean' },
+  },
+  positionals: { query: '<query.graphql>' },
+} as const satisfies CommandSpec
 
-/** A user-facing failure: printed as is, exit code 1. */
-class InputError extends Error {}
+type CostFlags = Extract<CommandLine<typeof COST_COMMAND>, { action: 'run' }>['flags']
+
+export const COST_USAGE = `Usage: tollbooth cost --schema <schema.graphql> <query.graphql> [options]
+
+Prices a query the way useTollbooth charges it (the same analyzer, the same options) and prints the total with
+a per-field breakdown: each field's weight, its list multiplier and where that size came from.
+
+Options:
+  --schema <schema.graphql>   the schema's SDL (required); the cost directives are added when it uses them
+                              without declaring them
+  --variables <vars.json>     the operation's variables, a JSON object
+  --operation <name>          the operation to price, when the document holds several
+  --config <file>             the cost options given to useTollbooth: a .js or .mjs module's default export,
+                              or a .json file
+  --json                      print the breakdown as JSON
+  -h, --help                  show this help
+  -V, --version               print the version
+
+${EXIT_CODES_HELP}`
 
 /**
  * `tollbooth cost`: prices a query exactly as `useTollbooth` would charge it (same analyzer, same options) and
- * prints the total with a per-field breakdown. Exit codes: 0 priced, 1 bad input (file, schema, query,
- * variables), 2 bad usage.
+ * prints the total with a per-field breakdown. Exit codes as in `EXIT_CODES_HELP`.
  */
 export async function runCost(argv: string[], io: CliIo): Promise<number> {
-  let parsed: ReturnType<typeof parseCostArgs>
   try {
-    parsed = parseCostArgs(argv)
+    const commandLine = parseCommandLine(COST_COMMAND, argv)
+    if (commandLine.action === 'help') {
+      io.stdout.write(COST_USAGE)
+      return EXIT_OK
+    }
+    if (commandLine.action === 'version') {
+      io.stdout.write(`${await packageVersion()}\n`)
+      return EXIT_OK
+    }
+    io.stdout.write(await price(commandLine.flags, commandLine.positionals.query))
+    return EXIT_OK
   } catch (error) {
-    io.stderr.write(`${(error as Error).message}\n${USAGE}`)
-    return 2
+    return reportFailure(COST_COMMAND.name, error, io)
   }
+}
+
+/** The priced query, as text or JSON. Every failure past the command line is bad input (exit code 1). */
+async function price(values: CostFlags, queryFile: string): Promise<string> {
   try {
-    const { values, queryFile } = parsed
     const options = values.config === undefined ? {} : await loadConfig(values.config)
     const schema = await loadSchema(values.schema)
     const document = await loadQuery(queryFile, schema)
@@ -70,36 +108,14 @@ export async function runCost(argv: string[], io: CliIo): Promise<number> {
     // What the plugin charges: never less than minCost.
     const minCost = nonNegativeInteger('useTollbooth', 'minCost', options.minCost ?? 1)
     const charged = Math.max(explanation.total, minCost)
-    io.stdout.write(
-      values.json
-        ? `${JSON.stringify({ ...explanation, charged }, null, 2)}\n`
-        : formatExplanation(explanation, charged),
-    )
-    return 0
+    return values.json
+      ? `${JSON.stringify({ ...explanation, charged }, null, 2)}\n`
+      : formatExplanation(explanation, charged)
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error)
-    io.stderr.write(`tollbooth cost: ${message}\n`)
-    return 1
+    // The options' own validation (a cost or a list size out of range) is bad input too.
+    if (error instanceof InputError) throw error
+    throw new InputError(error instanceof Error ? error.message : String(error))
   }
-}
-
-function parseCostArgs(argv: string[]) {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      schema: { type: 'string' },
-      variables: { type: 'string' },
-      operation: { type: 'string' },
-      config: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  })
-  if (values.schema === undefined) throw new Error('--schema <schema.graphql> is required')
-  const [queryFile, ...extra] = positionals
-  if (queryFile === undefined) throw new Error('a query file is required')
-  if (extra.length > 0) throw new Error(`unexpected arguments: ${extra.join(' ')}`)
-  return { values: { ...values, schema: values.schema, json: values.json === true }, queryFile }
 }
 
 async function readText(file: string): Promise<string> {

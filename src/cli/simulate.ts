@@ -7,8 +7,9 @@
  */
 import { mkdir, stat, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { TollboothError } from '../core/errors.js'
+import { type CommandLine, type CommandSpec, parseCommandLine } from './args.js'
+import { EXIT_CODES_HELP, EXIT_OK, InputError, reportFailure } from './errors.js'
 import type { CliIo } from './io.js'
 import {
   BUILT_IN_NAMES,
@@ -16,7 +17,6 @@ import {
   type BuiltIn,
   MAX_REQUESTS,
   type Pattern,
-  PatternFileError,
   type PolicyOverrides,
   readPatternFile,
 } from './simulate/patterns.js'
@@ -30,6 +30,22 @@ import {
 } from './simulate/replay.js'
 import { type AlgorithmSummary, formatSummary, type PatternReport, summarize } from './simulate/summary.js'
 import { renderChart } from './simulate/svgChart.js'
+import { packageVersion } from './version.js'
+
+/** The command line `tollbooth simulate` takes. */
+const SIMULATE_COMMAND = {
+  name: 'simulate',
+  flags: {
+    pattern: { type: 'string', multiple: true, placeholder: '<name>' },
+    'pattern-file': { type: 'string', multiple: true, placeholder: '<file.json>' },
+    out: { type: 'string', placeholder: '<file.svg | dir>' },
+    limit: { type: 'string', placeholder: '<n>' },
+    window: { type: 'string', placeholder: '<duration>' },
+    'max-queue': { type: 'string', placeholder: '<n>' },
+    json: { type: 'boolean' },
+  },
+  positionals: {},
+} as const satisfies CommandSpec
 
 export const SIMULATE_USAGE = `Usage: tollbooth simulate [options]
 
@@ -49,13 +65,12 @@ Options:
   --max-queue <n>         leaky bucket queue (default: a tenth of the limit)
   --json                  print the summary as JSON instead of text
   -h, --help              show this help
+  -V, --version           print the version
 
 Built-in patterns:
 ${BUILT_IN_NAMES.map((name) => `  ${name.padEnd(16)}${BUILT_IN_PATTERNS[name]?.summary}`).join('\n')}
-`
 
-/** A command-line mistake: exit code 2, the message and a pointer to --help. */
-class UsageError extends Error {}
+${EXIT_CODES_HELP}`
 
 /** The longest window accepted: longer ones overflow the limiters' microsecond arithmetic. */
 const MAX_WINDOW_MS = 30 * 24 * 3_600_000
@@ -70,18 +85,24 @@ interface SimulateOptions {
   readonly maxQueue: number | undefined
 }
 
+/** Exit codes as in `EXIT_CODES_HELP`. */
 export async function runSimulate(argv: string[], io: CliIo): Promise<number> {
-  let options: SimulateOptions | 'help'
+  let options: SimulateOptions
   let planned: Planned[]
   try {
-    options = parseOptions(argv)
-    if (options === 'help') {
+    const commandLine = parseCommandLine(SIMULATE_COMMAND, argv)
+    if (commandLine.action === 'help') {
       io.stdout.write(SIMULATE_USAGE)
-      return 0
+      return EXIT_OK
     }
+    if (commandLine.action === 'version') {
+      io.stdout.write(`${await packageVersion()}\n`)
+      return EXIT_OK
+    }
+    options = readOptions(commandLine.flags)
     planned = await plan(options)
   } catch (error) {
-    return reportUsageError(error, io)
+    return reportFailure(SIMULATE_COMMAND.name, error, io)
   }
 
   const reports: PatternReport[] = []
@@ -103,73 +124,44 @@ export async function runSimulate(argv: string[], io: CliIo): Promise<number> {
     try {
       await writeFile(chart, svg)
     } catch (error) {
-      io.stderr.write(`tollbooth simulate: cannot write the chart ${chart}: ${(error as Error).message}\n`)
-      return 1
+      return reportFailure(
+        'simulate',
+        new InputError(`cannot write the chart ${chart}: ${(error as Error).message}`),
+        io,
+      )
     }
     reports.push(report)
   }
 
   if (options.json) io.stdout.write(`${JSON.stringify(toJson(reports), null, 2)}\n`)
   else io.stdout.write(reports.map(formatSummary).join('\n'))
-  return 0
+  return EXIT_OK
 }
 
-function reportUsageError(error: unknown, io: CliIo): number {
-  if (error instanceof UsageError || error instanceof PatternFileError) {
-    io.stderr.write(`tollbooth simulate: ${error.message}\n`)
-    if (error instanceof UsageError) io.stderr.write('Run "tollbooth simulate --help" for the options.\n')
-    return 2
-  }
-  throw error
-}
+type SimulateFlags = Extract<CommandLine<typeof SIMULATE_COMMAND>, { action: 'run' }>['flags']
 
-function parseOptions(argv: string[]): SimulateOptions | 'help' {
-  let values: ReturnType<typeof parse>['values']
-  try {
-    values = parse(argv).values
-  } catch (error) {
-    // parseArgs' messages name the option ("Unknown option '--paterrn'"); keep them, drop its own advice.
-    throw new UsageError((error as Error).message.replace(/\. To specify.*$/s, ''))
-  }
-  if (values.help) return 'help'
+/** The option values, checked: a value out of range is bad input (exit code 1). */
+function readOptions(flags: SimulateFlags): SimulateOptions {
   return {
-    patterns: values.pattern ?? [],
-    patternFiles: values['pattern-file'] ?? [],
-    out: values.out ?? '.',
-    json: values.json ?? false,
-    limit: values.limit === undefined ? undefined : count('--limit', values.limit, 1),
-    windowMs: values.window === undefined ? undefined : duration('--window', values.window),
+    patterns: flags.pattern,
+    patternFiles: flags['pattern-file'],
+    out: flags.out ?? '.',
+    json: flags.json,
+    limit: flags.limit === undefined ? undefined : count('--limit', flags.limit, 1),
+    windowMs: flags.window === undefined ? undefined : duration('--window', flags.window),
     maxQueue:
-      values['max-queue'] === undefined ? undefined : count('--max-queue', values['max-queue'], 0, 1_000_000),
+      flags['max-queue'] === undefined ? undefined : count('--max-queue', flags['max-queue'], 0, 1_000_000),
   }
-}
-
-function parse(argv: string[]) {
-  return parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
-      pattern: { type: 'string', multiple: true },
-      'pattern-file': { type: 'string', multiple: true },
-      out: { type: 'string' },
-      json: { type: 'boolean' },
-      limit: { type: 'string' },
-      window: { type: 'string' },
-      'max-queue': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  })
 }
 
 function count(option: string, value: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const parsed = /^\d+$/.test(value) ? Number(value) : Number.NaN
   if (!Number.isSafeInteger(parsed) || parsed < min) {
-    throw new UsageError(
+    throw new InputError(
       `${option} must be ${min === 0 ? 'a whole number' : 'a positive whole number'}, got "${value}"`,
     )
   }
-  if (parsed > max) throw new UsageError(`${option} must be at most ${max}, got "${value}"`)
+  if (parsed > max) throw new InputError(`${option} must be at most ${max}, got "${value}"`)
   return parsed
 }
 
@@ -186,11 +178,11 @@ function duration(option: string, value: string): number {
   const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?$/.exec(value.trim())
   const ms = match === null ? Number.NaN : Number(match[1]) * (DURATION_UNITS[match[2] ?? 'ms'] ?? Number.NaN)
   if (!Number.isSafeInteger(ms) || ms <= 0) {
-    throw new UsageError(
+    throw new InputError(
       `${option} must be a duration of whole milliseconds like 60000, 60s, 1m or 500ms, got "${value}"`,
     )
   }
-  if (ms > MAX_WINDOW_MS) throw new UsageError(`${option} must be at most 30 days, got "${value}"`)
+  if (ms > MAX_WINDOW_MS) throw new InputError(`${option} must be at most 30 days, got "${value}"`)
   return ms
 }
 
@@ -206,8 +198,8 @@ async function plan(options: SimulateOptions): Promise<Planned[]> {
   // Naming a pattern twice simulates it once.
   const names = [...new Set(noneGiven ? BUILT_IN_NAMES : options.patterns)]
   for (const name of names) {
-    if (BUILT_IN_PATTERNS[name] === undefined) {
-      throw new UsageError(
+    if (!Object.hasOwn(BUILT_IN_PATTERNS, name)) {
+      throw new InputError(
         `unknown pattern "${name}" (built-in patterns: ${BUILT_IN_NAMES.join(', ')}; use --pattern-file for your own)`,
       )
     }
@@ -224,7 +216,7 @@ async function plan(options: SimulateOptions): Promise<Planned[]> {
   for (const pattern of fromFiles) resolved.push({ pattern, policy: resolvePolicy(options, pattern.policy) })
   for (const { pattern } of resolved) {
     if (pattern.requests.length > MAX_REQUESTS) {
-      throw new UsageError(
+      throw new InputError(
         `pattern "${pattern.name}" has ${pattern.requests.length} requests, more than ${MAX_REQUESTS}; lower --limit`,
       )
     }
@@ -240,10 +232,10 @@ async function plan(options: SimulateOptions): Promise<Planned[]> {
 function resolvePolicy(options: SimulateOptions, fromFile: PolicyOverrides): Policy {
   const limit = options.limit ?? fromFile.limit ?? DEFAULT_LIMIT
   const windowMs = options.windowMs ?? fromFile.windowMs ?? DEFAULT_WINDOW_MS
-  if (windowMs > MAX_WINDOW_MS) throw new UsageError(`the window must be at most 30 days, got ${windowMs} ms`)
+  if (windowMs > MAX_WINDOW_MS) throw new InputError(`the window must be at most 30 days, got ${windowMs} ms`)
   // The limiters count time in whole microseconds per request.
   if ((limit * 1000) / windowMs > 1_000_000) {
-    throw new UsageError(`${limit} per ${windowMs} ms is more than 1,000,000 requests per second`)
+    throw new InputError(`${limit} per ${windowMs} ms is more than 1,000,000 requests per second`)
   }
   const maxQueue = options.maxQueue ?? defaultMaxQueue(limit)
   const policy = { limit, windowMs, maxQueue }
@@ -252,7 +244,7 @@ function resolvePolicy(options: SimulateOptions, fromFile: PolicyOverrides): Pol
   } catch (error) {
     // The limiters' own validation: a rate or a queue beyond what their arithmetic represents.
     if (error instanceof TollboothError)
-      throw new UsageError(`this policy cannot be simulated: ${error.message}`)
+      throw new InputError(`this policy cannot be simulated: ${error.message}`)
     throw error
   }
   return policy
@@ -262,25 +254,33 @@ function resolvePolicy(options: SimulateOptions, fromFile: PolicyOverrides): Pol
 async function chartPaths(names: readonly string[], out: string): Promise<string[]> {
   if (/\.svg$/i.test(out)) {
     if (names.length > 1) {
-      throw new UsageError(
+      throw new InputError(
         `--out ${out} names one file, but ${names.length} patterns are simulated (${names.join(', ')}); give a directory`,
       )
     }
-    await mkdir(dirname(out), { recursive: true })
+    await makeDirectory(dirname(out))
     return [out]
   }
   const duplicate = names.find((name, index) => names.indexOf(name) !== index)
   if (duplicate !== undefined) {
-    throw new UsageError(`two patterns are named "${duplicate}"; their charts would overwrite each other`)
+    throw new InputError(`two patterns are named "${duplicate}"; their charts would overwrite each other`)
   }
   const existing = await stat(out).catch(() => undefined)
   if (existing !== undefined && !existing.isDirectory()) {
-    throw new UsageError(
+    throw new InputError(
       `--out ${out} exists and is not a directory (to write one chart, end the name with .svg)`,
     )
   }
-  await mkdir(out, { recursive: true })
+  await makeDirectory(out)
   return names.map((name) => join(out, `${name}.svg`))
+}
+
+async function makeDirectory(directory: string): Promise<void> {
+  try {
+    await mkdir(directory, { recursive: true })
+  } catch (error) {
+    throw new InputError(`cannot create the directory ${directory}: ${(error as Error).message}`)
+  }
 }
 
 /** The machine-readable summary: one entry per pattern, numbers in milliseconds. */

@@ -8,6 +8,7 @@
 import { readFile } from 'node:fs/promises'
 import { basename, extname } from 'node:path'
 import { closestName } from '../../core/knownOptions.js'
+import { InputError } from '../errors.js'
 import { formatTime } from './replay.js'
 
 /** One request: when it arrives and which key (client) it is counted against. */
@@ -112,8 +113,8 @@ function sortByArrival(requests: SimRequest[]): SimRequest[] {
   return requests.sort((a, b) => a.atMs - b.atMs)
 }
 
-/** A pattern file that cannot be used; the message names the file and what is wrong. */
-export class PatternFileError extends Error {
+/** A pattern file that cannot be used (bad input, exit code 1); the message names the file and what is wrong. */
+export class PatternFileError extends InputError {
   override name = 'PatternFileError'
 }
 

@@ -1,38 +1,12 @@
-import { spawn } from 'node:child_process'
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-
-const root = fileURLToPath(new URL('../../..', import.meta.url))
-// The built bin (what `npx tollbooth` runs; `npm test` builds it first in `pretest`).
-const BIN = join(root, 'dist/cli/index.js')
-
-interface Result {
-  code: number | null
-  stdout: string
-  stderr: string
-}
+import { REPO_ROOT, type Run, tollbooth } from './bin.js'
 
 /** Runs `tollbooth simulate ...` as a user would (the package's bin, in a process of its own). */
-function simulate(args: string[], cwd = root): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, 'simulate', ...args], {
-      cwd,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk
-    })
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr += chunk
-    })
-    child.once('error', reject)
-    child.once('close', (code) => resolve({ code, stdout, stderr }))
-  })
+function simulate(args: string[], cwd = REPO_ROOT): Promise<Run> {
+  return tollbooth(['simulate', ...args], { cwd })
 }
 
 /**
@@ -185,16 +159,26 @@ describe('tollbooth simulate (CLI)', () => {
     ],
     [['--limit', 'ten'], '--limit must be a positive whole number, got "ten"'],
     [['--window', '1 fortnight'], '--window must be a duration'],
-    [['--paterrn', 'abuser'], "Unknown option '--paterrn'"],
     [['--out', 'one.svg'], '--out one.svg names one file, but 3 patterns are simulated'],
-  ])('exits 2 on invalid arguments: %j', async (args, message) => {
+  ])('exits 1 on an invalid option value: %j', async (args, message) => {
     const result = await simulate([...args])
-    expect(result.code).toBe(2)
+    expect(result.code).toBe(1)
     expect(result.stdout).toBe('')
     expect(result.stderr).toContain(`tollbooth simulate: ${message}`)
+    expect(result.stderr).not.toContain('--help')
   })
 
-  it('exits 2 on a pattern file that is missing, not JSON or invalid, naming the file and the problem', async () => {
+  it('exits 2 on an unknown option, naming the closest one', async () => {
+    expect(await simulate(['--paterrn', 'abuser'])).toEqual({
+      code: 2,
+      stdout: '',
+      stderr:
+        'tollbooth simulate: unknown option --paterrn (did you mean --pattern?)\n' +
+        'Run "tollbooth simulate --help" for usage.\n',
+    })
+  })
+
+  it('exits 1 on a pattern file that is missing, not JSON or invalid, naming the file and the problem', async () => {
     const missing = join(dir, 'missing.json')
     const notJson = join(dir, 'not-json.json')
     const invalid = join(dir, 'invalid.json')
@@ -206,7 +190,7 @@ describe('tollbooth simulate (CLI)', () => {
       [invalid, 'events[1].count must be a positive integer, got -3'],
     ] as const) {
       const result = await simulate(['--pattern-file', file, '--out', dir])
-      expect(result.code).toBe(2)
+      expect(result.code).toBe(1)
       expect(result.stdout).toBe('')
       expect(result.stderr).toContain(`tollbooth simulate: ${file}: ${message}`)
     }
