@@ -17,7 +17,9 @@
  * TOLLBOOTH_MODE=dry-run computes and reports everything and refuses nothing · LEASE_MS: lifetime of the connection
  * and subscription leases, which a crashed instance leaves behind until they expire (default 30000).
  *
- * SIGTERM / SIGINT: stop accepting, close WebSockets with 1001, release leases, quit Redis, exit 0.
+ * SIGTERM / SIGINT (to the pid in the banner, or to `npm start`, whose script `exec`s node so that the two are one
+ * process): stop accepting, close WebSockets with 1001, let HTTP requests in flight finish, end SSE streams, release
+ * leases, quit Redis, exit 0.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -327,8 +329,19 @@ chat.onMessage((message) => {
 // HTTP
 // ---------------------------------------------------------------------------------------------------------------
 
+/**
+ * HTTP responses still being produced, except for requests that accept `text/event-stream` (SSE streams end only
+ * when the client leaves): shutdown lets these finish. One entry per open request, so the server's connections
+ * bound its size.
+ */
+const inFlight = new Set<ServerResponse>()
+
 const server = createServer((req: IncomingMessage, res: ServerResponse) => {
   const path = (req.url ?? '/').split('?')[0]
+  if (!(req.headers.accept ?? '').includes('text/event-stream')) {
+    inFlight.add(res)
+    res.once('close', () => inFlight.delete(res))
+  }
   if (path === '/metrics' && req.method === 'GET') {
     registry.metrics().then(
       (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
@@ -367,7 +380,7 @@ async function start(): Promise<void> {
   })
   // PORT=0 picks a free port (the test does): print the one actually bound.
   const { port: bound } = server.address() as AddressInfo
-  console.log(banner(`http://localhost:${bound}`))
+  console.log(banner(`http://localhost:${bound}`, process.pid))
 }
 
 /**
@@ -384,7 +397,7 @@ async function connectRedis(): Promise<void> {
   })
 }
 
-function banner(url: string): string {
+function banner(url: string, pid: number): string {
   const wsUrl = url.replace(/^http/, 'ws')
   const graphqlUrl = `${url}${yoga.graphqlEndpoint}`
   const perSecond = (limiter: RateLimiter) => `${limiter.limit}, +${limiter.restorePerSecond}/s`
@@ -424,7 +437,7 @@ function banner(url: string): string {
     "const s=new W(u);s.on('unexpected-response',(q,r)=>{console.log('3rd connection refused: HTTP',r.statusCode,r.statusMessage,'retry-after:',r.headers['retry-after']);process.exit(0)});" +
     "s.on('open',()=>{console.log('3rd connection opened');process.exit(1)})})"
   return [
-    `tollbooth example server on ${url}`,
+    `tollbooth example server on ${url}  (pid ${pid}: \`kill -TERM ${pid}\` or Ctrl+C stops it gracefully)`,
     `  GraphQL     ${graphqlUrl}  (HTTP GET/POST, SSE; GraphiQL: open it in a browser)`,
     `  graphql-ws  ${wsUrl}${yoga.graphqlEndpoint}`,
     `  chat        ${wsUrl}/chat?token=<token>  (plain WebSocket: send text, receive JSON)`,
@@ -460,15 +473,16 @@ let shuttingDown = false
 async function shutdown(signal: string): Promise<void> {
   if (shuttingDown) return
   shuttingDown = true
-  console.log(`${signal}: shutting down`)
   const deadline = setTimeout(() => {
     console.error('shutdown: still not done after 10 s; exiting anyway')
     process.exit(1)
   }, 10_000)
   deadline.unref()
-  // 1. Stop accepting connections (and upgrades: see the 'upgrade' handler).
+  // 1. Stop accepting connections (and upgrades: see the 'upgrade' handler). Said after the fact: whoever reads the
+  //    line can count on the port refusing connections.
   server.close()
   server.closeIdleConnections()
+  console.log(`${signal}: shutting down (no longer accepting connections)`)
   // 2. Close every admitted WebSocket with 1001 and release its connection lease.
   const sockets = [...chatWss.clients, ...graphqlWss.clients]
   await Promise.all([chatProtection.close(), graphqlWsProtection.close()])
@@ -480,12 +494,28 @@ async function shutdown(signal: string): Promise<void> {
   // A client that does not complete the close handshake is cut after 2 s (ws itself would wait 30 s).
   await closed(sockets, 2000)
   await serversClosed
-  // 3. End HTTP connections still open (keep-alive, SSE streams): their subscriptions end and release their leases.
+  // 3. Let HTTP requests in flight finish (for 5 s at most), then end what is still open (SSE streams, idle
+  //    keep-alive connections): their subscriptions end and release their leases.
+  await finished(inFlight, 5000)
   server.closeAllConnections()
   await new Promise((resolve) => setTimeout(resolve, 100))
   // 4. Quit Redis once the releases above have gone out.
   if (client !== undefined) await client.quit().catch(() => client.disconnect())
   process.exit(0)
+}
+
+/** Resolves when every response of `responses` has closed, or after `ms`. */
+async function finished(responses: ReadonlySet<ServerResponse>, ms: number): Promise<void> {
+  if (responses.size === 0) return
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms)
+  })
+  await Promise.race([
+    Promise.all([...responses].map((res) => new Promise((resolve) => res.once('close', resolve)))),
+    timeout,
+  ])
+  clearTimeout(timer)
 }
 
 /** Resolves when every socket has closed, terminating those still open after `ms`. */
@@ -499,8 +529,10 @@ async function closed(sockets: readonly WebSocket[], ms: number): Promise<void> 
   clearTimeout(timer)
 }
 
-process.once('SIGTERM', () => void shutdown('SIGTERM'))
-process.once('SIGINT', () => void shutdown('SIGINT'))
+// `on`, not `once`: Ctrl+C under `npm start` delivers SIGINT twice (from the terminal and forwarded by npm), and a
+// second signal must not kill the process mid-shutdown. The 10 s deadline bounds a shutdown that hangs.
+process.on('SIGTERM', () => void shutdown('SIGTERM'))
+process.on('SIGINT', () => void shutdown('SIGINT'))
 
 /** TRUST_PROXY: `2` (hops), or `loopback,10.0.0.0/8`; unset or empty trusts no proxy. */
 function parseTrustProxy(value: string | undefined): TrustProxy {

@@ -2,3 +2,4 @@
 export { CloseCodes, CloseReasons } from './closeCodes.js'
 export type { ProtectWebSocketOptions } from './options.js'
 export { protectWebSocketServer, type WebSocketProtection } from './protect.js'
+export type { WebSocketProtocolError } from './protocolError.js'

@@ -14,6 +14,7 @@ import {
 } from '../core/validate.js'
 import type { TrustProxy } from '../identity/clientIp.js'
 import { resolveIpKeyOptions } from '../identity/ipKey.js'
+import type { WebSocketProtocolError } from './protocolError.js'
 
 export interface ProtectWebSocketOptions {
   /**
@@ -81,6 +82,14 @@ export interface ProtectWebSocketOptions {
    * being closed.
    */
   onDrop?: (socket: WebSocket, info: { retryAfterMs: number }) => void
+  /**
+   * Called for each frame ws refused on its own (`error.code` is ws' `WS_ERR_*`: a message over `maxMessageBytes`,
+   * a bad opcode, invalid UTF-8, …), once ws has closed the socket with its code (1009, 1002, 1007), e.g. to count
+   * them. Any client can cause these at will: count them, do not log each one. The socket's 'error' event carries
+   * them too, except on graphql-ws sockets (subprotocol `graphql-transport-ws`), whose 'error' listener would log
+   * each one with its stack.
+   */
+  onProtocolError?: (socket: WebSocket, error: WebSocketProtocolError) => void
 }
 
 export interface ResolvedWebSocketOptions {
@@ -106,6 +115,7 @@ export interface ResolvedWebSocketOptions {
   readonly heartbeatMs: number
   readonly maxSubscriptionsPerConnection: number
   readonly onDrop: ProtectWebSocketOptions['onDrop']
+  readonly onProtocolError: ProtectWebSocketOptions['onProtocolError']
 }
 
 const owner = 'protectWebSocketServer'
@@ -133,6 +143,7 @@ const OPTIONS = optionNames<ProtectWebSocketOptions>({
   heartbeatMs: true,
   maxSubscriptionsPerConnection: true,
   onDrop: true,
+  onProtocolError: true,
 })
 const HANDSHAKES_OPTIONS = optionNames<
   Exclude<ProtectWebSocketOptions['handshakesPerIp'], false | undefined>
@@ -155,6 +166,9 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
   }
   if (options.onDrop !== undefined && typeof options.onDrop !== 'function') {
     throw invalidOption(owner, 'onDrop', 'a function', options.onDrop)
+  }
+  if (options.onProtocolError !== undefined && typeof options.onProtocolError !== 'function') {
+    throw invalidOption(owner, 'onProtocolError', 'a function', options.onProtocolError)
   }
   const handshakes = options.handshakesPerIp ?? { capacity: 20, refillPerSecond: 2 }
   if (handshakes !== false && !isOptionsObject(handshakes)) {
@@ -205,6 +219,7 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
       options.maxSubscriptionsPerConnection ?? 0,
     ),
     onDrop: options.onDrop,
+    onProtocolError: options.onProtocolError,
   })
 }
 

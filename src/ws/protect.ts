@@ -12,6 +12,7 @@ import {
   type ResolvedWebSocketOptions,
   resolveWebSocketOptions,
 } from './options.js'
+import { isProtocolError, withholdsProtocolErrors } from './protocolError.js'
 import { SharedBudget } from './sharedBudget.js'
 import { type Admission, isWebSocketHandshake, refuse, UpgradeGuard } from './upgradeGuard.js'
 
@@ -167,6 +168,14 @@ export function protectWebSocketServer(
       )
     }
     ws.emit = function guardedEmit(this: WebSocket, event: string | symbol, ...args: unknown[]): boolean {
+      if (event === 'error' && isProtocolError(args[0])) {
+        resolved.onProtocolError?.(ws, args[0])
+        if (withholdsProtocolErrors(ws)) {
+          // What the 'error' listener of track() does; the app's listeners never see it.
+          terminateAfterGrace(ws)
+          return true
+        }
+      }
       if (event !== 'message' && event !== 'ping') return emit.call(this, event, ...args)
       if (ws.bufferedAmount > resolved.maxBufferedBytes) {
         // A client that sends but does not read (pongs pile up): end it before it grows our memory.

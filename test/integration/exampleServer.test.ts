@@ -1,5 +1,5 @@
 /**
- * `npm start` — examples/server.ts, run as a child process (node with tsx's loader, as `tsx` does, on PORT=0).
+ * `npm start` — examples/server.ts, run as a child process (node with tsx's loader, as `npm start` runs it, on PORT=0).
  *
  * The three commands of its banner are run exactly as printed (`sh -c <line>`, from the repository's directory):
  * a 200 with `extensions.cost`, a 429 with `Retry-After`, and a WebSocket refused with HTTP 429 at its cap. Then,
@@ -9,64 +9,24 @@
  * runs on the test Redis (REDIS_URL) to show the banner names it and a query works there, and a third behind a
  * trusted proxy (TRUST_PROXY=loopback) to show every limit keyed by address counting a /64 as one client.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { once } from 'node:events'
-import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { getIntrospectionQuery } from 'graphql'
 import { createClient } from 'graphql-ws'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { WebSocket } from 'ws'
+import { type ExampleServer, repositoryRoot, startExample } from '../helpers/exampleServer.js'
 import { openSse, postGraphQL } from '../helpers/graphqlHttp.js'
 import { rawConnect, upgradeRequestLines } from '../helpers/rawWebSocket.js'
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
-const tsxLoader = import.meta.resolve('tsx')
+const root = repositoryRoot
 const run = promisify(execFile)
 
 /** A parsed JSON response: the assertions judge its shape, not the compiler. */
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies are indexed freely and checked by `expect`
 type Json = any
-
-interface ExampleServer {
-  readonly child: ChildProcess
-  /** `http://localhost:<port>` */
-  readonly url: string
-  readonly banner: string
-  /** The banner's commands, in order, exactly as printed. */
-  readonly commands: string[]
-  stdout(): string
-}
-
-/** Starts examples/server.ts as `npm start` does, on a free port, and waits for the whole banner. */
-async function startExample(env: Record<string, string>): Promise<ExampleServer> {
-  const child = spawn(process.execPath, ['--import', tsxLoader, 'examples/server.ts'], {
-    cwd: root,
-    env: { ...process.env, PORT: '0', REDIS_URL: '', REDIS_CLUSTER_NODES: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let out = ''
-  let err = ''
-  child.stderr?.on('data', (chunk: Buffer) => {
-    err += chunk.toString()
-  })
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString()
-      const match = /server on (http:\/\/localhost:\d+)/.exec(out)
-      if (match && /node -e .*\n/.test(out)) resolve(match[1] as string)
-    })
-    child.once('exit', (code) => reject(new Error(`exited with ${code} before listening: ${out}\n${err}`)))
-  })
-  const banner = out
-  const afterTry = banner.slice(banner.indexOf('\nTry:\n') + 6)
-  const commands = afterTry
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '' && !line.startsWith('#'))
-  return { child, url, banner, commands, stdout: () => out }
-}
 
 async function sh(command: string): Promise<{ stdout: string; code: number }> {
   try {

@@ -10,6 +10,7 @@ import {
   getNullableType,
   isAbstractType,
   isCompositeType,
+  isEnumType,
   isInputObjectType,
   isInterfaceType,
   isObjectType,
@@ -92,6 +93,7 @@ export class CostModel {
     readonly schema: GraphQLSchema,
     private readonly costMap: CostMap,
   ) {
+    checkCostDirectivesDefined(schema)
     checkCoordinates(schema, costMap)
     checkExtensionListSizes(schema)
     this.checkListSizes()
@@ -368,6 +370,49 @@ function notInSchema(option: string, what: string, got: string, known: readonly 
     ErrorCodes.INVALID_OPTION,
     `${OWNER}: "${option}" must name ${what}, got "${got}"${hint}`,
   )
+}
+
+const COST_DIRECTIVES = ['cost', 'listSize'] as const
+
+/**
+ * A schema built without validating its SDL (`assumeValidSDL`) keeps `@cost` / `@listSize` in its AST even when it
+ * does not define them; they would then be ignored and every field priced at the defaults. (A validated build
+ * fails earlier, with graphql's `Unknown directive "@cost".`, before tollbooth sees the schema.)
+ */
+function checkCostDirectivesDefined(schema: GraphQLSchema): void {
+  const missing = COST_DIRECTIVES.filter((name) => schema.getDirective(name) == null)
+  if (missing.length === 0) return
+  for (const [coordinate, node] of directableNodes(schema)) {
+    const used = node.directives?.find((directive) => (missing as string[]).includes(directive.name.value))
+    if (used === undefined) continue
+    throw new TollboothError(
+      ErrorCodes.INVALID_OPTION,
+      `${OWNER}: the schema uses @${used.name.value} (on ${coordinate}) but does not define it: add ` +
+        "costDirectivesTypeDefs from 'tollbooth/graphql' to its type definitions, e.g. " +
+        'createSchema({ typeDefs: [costDirectivesTypeDefs, typeDefs] })',
+    )
+  }
+}
+
+/** Every SDL node of the schema's types, fields, arguments, input fields and enum values, with its coordinate. */
+function* directableNodes(schema: GraphQLSchema): Generator<[string, DirectableNode]> {
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (type.name.startsWith('__')) continue
+    for (const node of [type.astNode, ...type.extensionASTNodes]) if (node) yield [type.name, node]
+    if (isEnumType(type)) {
+      for (const value of type.getValues()) {
+        if (value.astNode) yield [`${type.name}.${value.name}`, value.astNode]
+      }
+    }
+    if (!isObjectType(type) && !isInterfaceType(type) && !isInputObjectType(type)) continue
+    for (const field of Object.values(type.getFields())) {
+      const coordinate = `${type.name}.${field.name}`
+      if (field.astNode) yield [coordinate, field.astNode]
+      for (const arg of 'args' in field ? field.args : []) {
+        if (arg.astNode) yield [`${coordinate}(${arg.name}:)`, arg.astNode]
+      }
+    }
+  }
 }
 
 /** `listSize` in field extensions, like the option, refuses keys it does not know (SDL `@listSize` is graphql's). */

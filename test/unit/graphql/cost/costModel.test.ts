@@ -1,0 +1,106 @@
+/**
+ * A schema that uses `@cost` / `@listSize` without defining them. graphql refuses to build one from validated SDL
+ * (`Unknown directive "@cost".`, before tollbooth sees it); built with `assumeValidSDL`, it would keep the directives
+ * in its AST and tollbooth would silently price every field at the defaults: the cost model refuses it instead, and
+ * says what to add. Checked through `CostAnalyzer` and through a real Yoga server's startup.
+ */
+import { buildSchema, parse } from 'graphql'
+import { createSchema, createYoga } from 'graphql-yoga'
+import { describe, expect, it } from 'vitest'
+import { ErrorCodes } from '../../../../src/core/errors.js'
+import { CostAnalyzer, costDirectivesTypeDefs, useTollbooth } from '../../../../src/graphql/index.js'
+import { tokenBucket } from '../../../../src/index.js'
+
+const SDL = /* GraphQL */ `
+  type Query {
+    a: Int @cost(weight: 2)
+    users(first: Int): [User!]! @listSize(slicingArguments: ["first"])
+  }
+  type User {
+    name: String
+  }
+`
+
+const hint =
+  "but does not define it: add costDirectivesTypeDefs from 'tollbooth/graphql' to its type definitions, e.g. " +
+  'createSchema({ typeDefs: [costDirectivesTypeDefs, typeDefs] })'
+
+function refusal(build: () => unknown): { code?: string; message: string } | undefined {
+  try {
+    build()
+  } catch (error) {
+    const { code, message } = error as { code?: string; message: string }
+    return { code, message }
+  }
+  return undefined
+}
+
+describe('a schema using the cost directives without defining them', () => {
+  it('graphql refuses validated SDL before tollbooth sees it', () => {
+    expect(refusal(() => createSchema({ typeDefs: SDL }))).toEqual({
+      code: undefined,
+      message: 'Unknown directive "@cost".\n\nUnknown directive "@listSize".',
+    })
+  })
+
+  it('CostAnalyzer refuses an unvalidated one, naming the first use and costDirectivesTypeDefs', () => {
+    const schema = buildSchema(SDL, { assumeValidSDL: true })
+    expect(refusal(() => new CostAnalyzer().model(schema))).toEqual({
+      code: ErrorCodes.INVALID_OPTION,
+      message: `useTollbooth: the schema uses @cost (on Query.a) ${hint}`,
+    })
+  })
+
+  it('names @listSize, and an argument, where that is the first use', () => {
+    const listSizeOnly = buildSchema('type Query { users(first: Int): [Int!]! @listSize(assumedSize: 5) }', {
+      assumeValidSDL: true,
+    })
+    expect(refusal(() => new CostAnalyzer().model(listSizeOnly))?.message).toBe(
+      `useTollbooth: the schema uses @listSize (on Query.users) ${hint}`,
+    )
+    const onArgument = buildSchema('type Query { search(text: String @cost(weight: 5)): Int }', {
+      assumeValidSDL: true,
+    })
+    expect(refusal(() => new CostAnalyzer().model(onArgument))?.message).toBe(
+      `useTollbooth: the schema uses @cost (on Query.search(text:)) ${hint}`,
+    )
+  })
+
+  it('createYoga with useTollbooth throws it at startup', () => {
+    const limiter = tokenBucket({ name: 'cost-directives-check', capacity: 100, refillPerSecond: 1 })
+    const schema = buildSchema(SDL, { assumeValidSDL: true })
+    expect(
+      refusal(() => createYoga({ schema, logging: false, plugins: [useTollbooth({ limiter })] })),
+    ).toEqual({
+      code: ErrorCodes.INVALID_OPTION,
+      message: `useTollbooth: the schema uses @cost (on Query.a) ${hint}`,
+    })
+  })
+
+  it('with costDirectivesTypeDefs added, the directives price the operation', async () => {
+    const schema = createSchema({ typeDefs: [costDirectivesTypeDefs, SDL] })
+    const analyzer = new CostAnalyzer()
+    // @cost(weight: 2) on a scalar, and 7 users at 1 each (a scalar below them weighs 0).
+    expect(analyzer.estimate({ schema, document: parse('{ a users(first: 7) { name } }') })).toBe(9)
+    const limiter = tokenBucket({ name: 'cost-directives-defined', capacity: 100, refillPerSecond: 1 })
+    const yoga = createYoga({
+      schema: createSchema({
+        typeDefs: [costDirectivesTypeDefs, SDL],
+        resolvers: { Query: { a: () => 1, users: () => [] } },
+      }),
+      logging: false,
+      plugins: [useTollbooth({ limiter })],
+    })
+    const response = await yoga.fetch('http://yoga/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: '{ a users(first: 7) { name } }' }),
+    })
+    const body = (await response.json()) as {
+      data: unknown
+      extensions: { cost: { requestedQueryCost: number } }
+    }
+    expect(body.data).toEqual({ a: 1, users: [] })
+    expect(body.extensions.cost.requestedQueryCost).toBe(9)
+  })
+})
