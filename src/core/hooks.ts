@@ -4,11 +4,14 @@ import { checkOptionKeys, optionNames } from './knownOptions.js'
 import { isOptionsObject } from './validate.js'
 
 /**
- * Observability callbacks. Events carry limiter and store names, never identities, so they can become metric labels.
- * A hook that throws is ignored (it must not break a decision).
+ * Observability callbacks. Events carry limiter and store names, which can become metric labels; a decision also
+ * carries the identity it was for (`key`), which must never be one. A hook that throws is ignored (it must not
+ * break a decision).
  */
 export interface DecisionEvent {
   readonly limiter: string
+  /** The identity the decision was for: count it or hash it; never a metric label, never logged raw. */
+  readonly key: string
   readonly algorithm: string
   readonly op: string
   readonly allowed: boolean

@@ -118,7 +118,7 @@ export abstract class LimiterBase {
     const started = this.options.hooks.onDecision === undefined ? 0 : performance.now()
     let decision = this.toDecision(store.runNow(request), 'store')
     if (cost > this.maxCost && request.op === 'consume') decision = refusedForever(decision)
-    if (started !== 0) this.report(request.op, decision, cost, started)
+    if (started !== 0) this.report(request.op, request.key, decision, cost, started)
     return decision
   }
 
@@ -139,14 +139,15 @@ export abstract class LimiterBase {
     }
     // Whoever answered (a fail-open decision too): a cost the policy can never admit is refused.
     if (cost > this.maxCost && request.op === 'consume') decision = refusedForever(decision)
-    this.report(request.op, decision, cost, started)
+    this.report(request.op, request.key, decision, cost, started)
     return { decision, store: answeredBy }
   }
 
-  protected report(op: string, decision: Decision, cost: number, started: number): void {
+  protected report(op: string, key: string, decision: Decision, cost: number, started: number): void {
     if (this.options.hooks.onDecision === undefined) return
     emit(this.options.hooks.onDecision, {
       limiter: this.name,
+      key,
       algorithm: this.algorithm,
       op,
       allowed: decision.allowed,

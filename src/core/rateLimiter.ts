@@ -89,7 +89,7 @@ export class RateLimiter extends LimiterBase {
     // A cost above maxCost is never allowed, whatever was denied before: its answer is not the cached one.
     const cached = cost > this.maxCost ? undefined : this.denyCache?.get(key, cost)
     if (cached !== undefined) {
-      this.report('consume', cached, cost, performance.now())
+      this.report('consume', key, cached, cost, performance.now())
       return cached
     }
     const { decision } = await this.run(this.request('consume', key, cost), cost)

@@ -7,11 +7,14 @@
  */
 import { Counter, Gauge, Histogram, type Registry, register } from 'prom-client'
 import { worstBreakerState } from '../core/circuitBreaker.js'
+import { type Clock, nowMicros } from '../core/clock.js'
 import { invalidOption } from '../core/errors.js'
 import type { BreakerState, DecisionEvent, LimiterHooks, StoreHooks } from '../core/hooks.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
-import { isOptionsObject } from '../core/validate.js'
+import { isOptionsObject, positiveInteger } from '../core/validate.js'
 import type { OperationEvent } from '../graphql/options.js'
+import { ActiveIdentities } from './activeIdentities.js'
+import { ESTIMATE_ERROR_BOUND, EXACT_CAP } from './distinctCounter.js'
 
 export interface PrometheusMetricsOptions {
   /** Where the metrics are registered. @default prom-client's global `register` */
@@ -24,6 +27,15 @@ export interface PrometheusMetricsOptions {
   decisionDurationBuckets?: readonly number[]
   /** Buckets of the GraphQL cost histograms. @default 1 … 10000 */
   costBuckets?: readonly number[]
+  /**
+   * Window of the active identities gauge, in milliseconds: it reports the distinct identities of the last complete
+   * window. @default 60000
+   */
+  activeWindowMs?: number
+  /** Most limiters the active identities gauge tracks; the limiters past it are left out of it. @default 100 */
+  activeMaxLimiters?: number
+  /** Clock in microseconds of the active identities windows; for tests and simulations. @default wall clock */
+  clock?: Clock
 }
 
 /** What `watchStore` reads: a RedisStore (its name and its breaker). */
@@ -42,8 +54,8 @@ export interface PrometheusMetrics {
   readonly registry: Registry
   /**
    * `hooks` for limiters (`tokenBucket({ …, hooks })`, `allOf(…, { hooks })`): counts `consume` and `acquire`
-   * decisions by limiter, result and source, and those answered by a fail policy. `peek` and `refund` are not
-   * decisions and are not counted.
+   * decisions by limiter, result and source, those answered by a fail policy, and the distinct identities they were
+   * for. `peek` and `refund` are not decisions and are not counted.
    */
   readonly limiterHooks: LimiterHooks
   /** `hooks` for a `RedisStore`: latency of successful calls, errors by code, breaker state and transitions. */
@@ -76,6 +88,9 @@ const OPTIONS = optionNames<PrometheusMetricsOptions>({
   storeDurationBuckets: true,
   decisionDurationBuckets: true,
   costBuckets: true,
+  activeWindowMs: true,
+  activeMaxLimiters: true,
+  clock: true,
 })
 const BREAKER_STATES: readonly BreakerState[] = ['closed', 'half-open', 'open']
 /** Close codes kept as label values; any other (a client may send any code from 3000 to 4999) is `other`. */
@@ -110,6 +125,10 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
   if (typeof prefix !== 'string' || !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(prefix)) {
     throw invalidOption(OWNER, 'prefix', 'a metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', prefix)
   }
+  const activeWindowMs = positiveInteger(OWNER, 'activeWindowMs', options.activeWindowMs ?? 60_000)
+  const activeMaxLimiters = positiveInteger(OWNER, 'activeMaxLimiters', options.activeMaxLimiters ?? 100)
+  const clock = options.clock ?? nowMicros
+  if (typeof clock !== 'function') throw invalidOption(OWNER, 'clock', 'a function', clock)
   const registers = [registry]
 
   const decisions = new Counter({
@@ -134,6 +153,25 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     help: 'Decisions answered by the fail policy because the store failed (open, closed or local), by limiter.',
     labelNames: ['limiter', 'policy'] as const,
     registers,
+  })
+
+  const activeIdentities = new ActiveIdentities({
+    windowMs: activeWindowMs,
+    maxLimiters: activeMaxLimiters,
+    clock,
+  })
+  new Gauge({
+    name: `${prefix}active_identities`,
+    help:
+      `Distinct identities with a decision (consume or acquire, allowed or denied) in the last complete ` +
+      `${activeWindowMs / 1000} s window, by limiter: exact up to ${EXACT_CAP}, estimated within ` +
+      `${ESTIMATE_ERROR_BOUND * 100} % above.`,
+    labelNames: ['limiter'] as const,
+    registers,
+    collect() {
+      this.reset()
+      for (const [limiter, count] of activeIdentities.lastWindowCounts()) this.set({ limiter }, count)
+    },
   })
 
   const storeDuration = new Histogram({
@@ -267,6 +305,8 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     duration.observe(event.durationMs / 1000)
     const policy = FAIL_POLICY_SOURCES[event.source]
     if (policy !== undefined) failPolicyDecisions.inc({ limiter: event.limiter, policy })
+    // The identity is hashed into the count and never kept, let alone used as a label.
+    activeIdentities.record(event.limiter, event.key)
   }
 
   // Every store call reports its latency: the same, one child per store.

@@ -124,6 +124,7 @@ export class CombinedLimiter {
     const combined = combine(decisions)
     emit(this.hooks.onDecision, {
       limiter: this.name,
+      key,
       algorithm: 'allOf',
       op: 'consume',
       allowed: combined.allowed,
