@@ -144,7 +144,7 @@ export async function runSoak(
   process.on('unhandledRejection', onUnhandled)
   const startedAt = Date.now()
   log(`starting a Redis Cluster of 3 masters + 3 replicas`)
-  // The settings docs/deployment.md recommends: a failed master stops only its own slots.
+  // The settings docs/operations.md recommends: a failed master stops only its own slots.
   const cluster = await startRedisCluster({
     masters: 3,
     replicas: 1,
