@@ -169,7 +169,11 @@ export function protectWebSocketServer(
     }
     ws.emit = function guardedEmit(this: WebSocket, event: string | symbol, ...args: unknown[]): boolean {
       if (event === 'error' && isProtocolError(args[0])) {
-        resolved.onProtocolError?.(ws, args[0])
+        try {
+          resolved.onProtocolError?.(ws, args[0])
+        } catch {
+          // A broken counting callback must not break the socket's handling.
+        }
         if (withholdsProtocolErrors(ws)) {
           // What the 'error' listener of track() does; the app's listeners never see it.
           terminateAfterGrace(ws)

@@ -120,6 +120,29 @@ describe('protocol errors: messages over maxMessageBytes', () => {
     ])
   })
 
+  it('a throwing onProtocolError changes nothing: each socket still gets 1009, the next one is served', async () => {
+    const wss = new WebSocketServer({ port: 0, host: HOST })
+    useServer({ schema }, wss)
+    let calls = 0
+    const protection = protectWebSocketServer(wss, {
+      maxMessageBytes: MAX_MESSAGE_BYTES,
+      heartbeatMs: 0,
+      onProtocolError: () => {
+        calls++
+        throw new Error('broken counter')
+      },
+    })
+    cleanups.push(() => protection.close())
+    const url = await listen(wss)
+    const printed = consoleLines()
+
+    expect(await sendOversized(url, 'graphql-transport-ws')).toBe(1009)
+    expect(await sendOversized(url, 'graphql-transport-ws')).toBe(1009)
+
+    expect(calls).toBe(2)
+    expect(printed()).toEqual([])
+  })
+
   it('onProtocolError must be a function', () => {
     const wss = new WebSocketServer({ noServer: true })
     expect(() => protectWebSocketServer(wss, { onProtocolError: 42 as never })).toThrow(
