@@ -560,6 +560,10 @@ function redactUrl(url: string): string {
 }
 
 start().catch((error: unknown) => {
-  console.error(error)
+  if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+    console.error(`Port ${port} is in use: set PORT to another one, or PORT=0 for any free port.`)
+  } else {
+    console.error(error)
+  }
   process.exit(1)
 })

@@ -3,9 +3,11 @@ import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import {
   buildASTSchema,
+  concatAST,
   type DocumentNode,
   GraphQLError,
   type GraphQLSchema,
+  Kind,
   parse,
   Source,
   specifiedRules,
@@ -48,7 +50,7 @@ Prices a query the way useTollbooth charges it (the same analyzer, the same opti
 a per-field breakdown: each field's weight, its list multiplier and where that size came from.
 
 Options:
-  --schema <schema.graphql>   the schema's SDL (required); the cost directives are added when it uses them
+  --schema <schema.graphql>   the schema's SDL (required); the cost directives it does not declare are added
                               without declaring them
   --variables <vars.json>     the operation's variables, a JSON object
   --operation <name>          the operation to price, when the document holds several
@@ -128,20 +130,35 @@ async function readText(file: string): Promise<string> {
   }
 }
 
-/** Builds the schema; the cost directives are added when the SDL uses them without declaring them. */
+/**
+ * Builds the schema. The definitions of tollbooth's directives the SDL does not declare itself are added (so a schema
+ * written for `costDirectivesTypeDefs` prices as the plugin does), as a document of their own: the positions of
+ * errors stay those of the file.
+ */
 async function loadSchema(file: string): Promise<GraphQLSchema> {
   const sdl = await readText(file)
-  const declaresDirectives = /directive\s+@(cost|listSize)\b/.test(sdl)
   try {
-    const document = parse(new Source(declaresDirectives ? sdl : `${sdl}\n${costDirectivesTypeDefs}`, file))
-    const errors = await sdlErrors(document)
+    const document = parse(new Source(sdl, file))
+    const declared = new Set(
+      document.definitions.flatMap((definition) =>
+        definition.kind === Kind.DIRECTIVE_DEFINITION ? [definition.name.value] : [],
+      ),
+    )
+    const added = COST_DIRECTIVES.definitions.filter(
+      (definition) => definition.kind === Kind.DIRECTIVE_DEFINITION && !declared.has(definition.name.value),
+    )
+    const withDirectives = concatAST([document, { kind: Kind.DOCUMENT, definitions: added }])
+    const errors = await sdlErrors(withDirectives)
     if (errors.length > 0) throw new InputError(errors.map((error) => located(file, error)).join('\n'))
-    return buildASTSchema(document)
+    return buildASTSchema(withDirectives)
   } catch (error) {
     if (error instanceof InputError) throw error
     throw new InputError(located(file, error))
   }
 }
+
+/** `@cost`, `@listSize` and `@rateLimit`, as `costDirectivesTypeDefs` defines them. */
+const COST_DIRECTIVES = parse(costDirectivesTypeDefs)
 
 /**
  * The SDL's errors with their locations. `buildASTSchema` reports them joined in one message without locations;

@@ -188,7 +188,8 @@ export interface TollboothPlugin {
     | {
         onSubscribeResult(payload: { result: unknown }):
           | {
-              onNext: ((payload: { setResult(result: ExecutionResult): void }) => Promise<void>) | undefined
+              // Optional, not `| undefined`: Envelop's type under `exactOptionalPropertyTypes` takes only the former.
+              onNext?: (payload: { setResult(result: ExecutionResult): void }) => Promise<void>
               onEnd(): void
             }
           | undefined

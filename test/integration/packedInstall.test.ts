@@ -74,6 +74,9 @@ async function installed(consumer: string): Promise<string[]> {
 const TSCONFIG = {
   compilerOptions: {
     strict: true,
+    // The strictest settings a consumer may choose: the published types must hold under them too.
+    exactOptionalPropertyTypes: true,
+    noUncheckedIndexedAccess: true,
     skipLibCheck: false,
     module: 'nodenext',
     moduleResolution: 'nodenext',

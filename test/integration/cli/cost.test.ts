@@ -2,7 +2,10 @@
  * `tollbooth cost`, spawned as a user runs it (the package's bin, built by `pretest`), against the fixtures in
  * test/fixtures/cost/. Every expected number is worked out by hand from the cost model in the README.
  */
-import { describe, expect, it } from 'vitest'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
 import { tollbooth as run } from './bin.js'
 
 const FIXTURES = 'test/fixtures/cost'
@@ -162,5 +165,41 @@ describe('tollbooth cost', () => {
         'tollbooth cost: missing the required option --schema <schema.graphql>\n' +
         'Run "tollbooth cost --help" for usage.\n',
     })
+  })
+})
+
+describe('tollbooth cost: the directives a schema does not declare', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollbooth-cost-'))
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+  const file = (name: string, text: string) => {
+    const path = join(dir, name)
+    writeFileSync(path, text)
+    return path
+  }
+  const query = () => file('query.graphql', '{ items }')
+
+  it("a syntax error is placed in the schema's own text", async () => {
+    const schema = file('broken.graphql', 'type Query { a: Int')
+    const run = await tollbooth('cost', '--schema', schema, query())
+    expect(run).toMatchObject({
+      code: 1,
+      stderr: `tollbooth cost: ${schema}:1:20: Syntax Error: Expected Name, found <EOF>.\n`,
+    })
+  })
+
+  it('a schema that declares @rateLimit itself and uses @listSize without declaring it is priced', async () => {
+    const schema = file(
+      'own-directive.graphql',
+      [
+        'directive @rateLimit(limit: Int!, window: String!, by: [String!]) on FIELD_DEFINITION',
+        'directive @cost(weight: Int!) on FIELD_DEFINITION | OBJECT',
+        'type Query { items: [Int!]! @listSize(assumedSize: 7) @cost(weight: 2) }',
+      ].join('\n'),
+    )
+    const run = await tollbooth('cost', '--schema', schema, query())
+    expect(run.stderr).toBe('')
+    expect(run.code).toBe(0)
+    // items: 7 × weight 2 = 14
+    expect(run.stdout.split('\n')[0]).toBe('total cost: 14')
   })
 })

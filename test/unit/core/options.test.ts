@@ -44,6 +44,9 @@ describe('invalid options throw at construction, naming the option, with a stabl
     ['refillPerSecond', { capacity: 10, refillPerSecond: 0 }],
     ['refillPerSecond', { capacity: 10, refillPerSecond: Number.POSITIVE_INFINITY }],
     ['refillPerSecond', { capacity: 10, refillPerSecond: 5_000_000 }],
+    // Kept in whole microseconds per unit, these would silently become 1,000,000 and 142,857 per second.
+    ['refillPerSecond', { capacity: 10, refillPerSecond: 1_500_000 }],
+    ['refillPerSecond', { capacity: 10, refillPerSecond: 150_000 }],
     ['name', { name: '', capacity: 10, refillPerSecond: 1 }],
     ['name', { name: 'a{b}', capacity: 10, refillPerSecond: 1 }],
     ['failPolicy', { capacity: 10, refillPerSecond: 1, failPolicy: 'maybe' }],
@@ -64,6 +67,14 @@ describe('invalid options throw at construction, naming the option, with a stabl
   ])('windows %s', (option, options) => {
     expectError(() => fixedWindow({ name: 'n', ...options }), INVALID_OPTION, option)
     expectError(() => slidingWindow({ name: 'n', ...options }), INVALID_OPTION, option)
+  })
+
+  it('a rate kept within 1 % is accepted, and says what it would have become otherwise', () => {
+    expect(tokenBucket({ name: 'n', capacity: 10, refillPerSecond: 100_000 }).maxCost).toBe(10)
+    expect(tokenBucket({ name: 'n', capacity: 10, refillPerSecond: 1_000_000 }).maxCost).toBe(10)
+    expect(() => tokenBucket({ name: 'n', capacity: 10, refillPerSecond: 150_000 })).toThrow(
+      'tokenBucket: "refillPerSecond" must be a rate kept within 1 % in whole microseconds per unit (150000 would be 142857; count in larger units), got 150000',
+    )
   })
 
   it('leakyBucket, concurrencyLimit, stores', () => {
