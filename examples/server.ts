@@ -24,7 +24,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
-import type { ExecutionArgs } from 'graphql'
+import { type DocumentNode, type ExecutionArgs, GraphQLError } from 'graphql'
 import type { ExecutionResult } from 'graphql-ws'
 import { useServer } from 'graphql-ws/use/ws'
 import { createYoga } from 'graphql-yoga'
@@ -266,10 +266,18 @@ const graphqlWs = useServer(
         socket: ctx.extra.socket,
         params,
       })
+      let document: DocumentNode
+      try {
+        document = parse(params.query)
+      } catch (error) {
+        // A document that does not parse, or that tollbooth's parse guards refuse, is the client's error: answer it
+        // (graphql-ws would log a throw here as the server's own, with its stack, for any client to repeat).
+        return [error instanceof GraphQLError ? error : new GraphQLError(String(error))]
+      }
       const args = {
         schema,
         operationName: params.operationName,
-        document: parse(params.query),
+        document,
         variableValues: params.variables,
         contextValue: await contextFactory(),
         rootValue: { execute, subscribe },
@@ -500,8 +508,25 @@ async function shutdown(signal: string): Promise<void> {
   server.closeAllConnections()
   await new Promise((resolve) => setTimeout(resolve, 100))
   // 4. Quit Redis once the releases above have gone out.
-  if (client !== undefined) await client.quit().catch(() => client.disconnect())
+  if (client !== undefined) await quitWithin(client, 1000)
   process.exit(0)
+}
+
+/** QUIT, or a disconnect when Redis does not answer within `ms`: a frozen Redis must not hold the shutdown. */
+async function quitWithin(redis: Redis | Cluster, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), ms)
+  })
+  const outcome = await Promise.race([
+    redis.quit().then(
+      () => 'quit' as const,
+      () => 'failed' as const,
+    ),
+    timeout,
+  ])
+  clearTimeout(timer)
+  if (outcome !== 'quit') redis.disconnect()
 }
 
 /** Resolves when every response of `responses` has closed, or after `ms`. */

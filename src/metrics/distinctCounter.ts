@@ -7,7 +7,11 @@
  * 53-bit hashes themselves — exact, short of a hash collision (about 1 in 10^10 at 1024 identities) — and once
  * more than `EXACT_CAP` are distinct, folds them into `2^PRECISION` one-byte registers and drops the set. Each
  * `add` is one hash of the string and one set or register update; the string itself is never kept.
+ *
+ * The hash is seeded at random per process: identities are the clients' choice, and with a known seed a client
+ * could craft a few thousand whose hashes all land in high registers, and make the gauge read millions.
  */
+import { randomInt } from 'node:crypto'
 
 /** Distinct hashes kept exactly before switching to the sketch. */
 export const EXACT_CAP = 1024
@@ -25,13 +29,19 @@ const TWO_POW_32 = 4_294_967_296
 /** The bias correction of the raw HyperLogLog estimate for m ≥ 128 registers (Flajolet et al., 2007). */
 const ALPHA = 0.7213 / (1 + 1.079 / REGISTERS)
 
+/** This process's hash seed (see above). */
+const PROCESS_SEED = randomInt(0, 2 ** 32)
+
 export class DistinctCounter {
   /** The hashes seen while there are at most EXACT_CAP of them; undefined once the registers took over. */
   private exact: Set<number> | undefined = new Set()
   private registers: Uint8Array | undefined
 
+  /** @param seed of the hash; tests fix it, to get the same estimate on every run. */
+  constructor(private readonly seed: number = PROCESS_SEED) {}
+
   add(value: string): void {
-    const hash = hash53(value)
+    const hash = hash53(value, this.seed)
     if (this.exact === undefined) {
       this.observe(hash)
       return
@@ -89,11 +99,12 @@ export class DistinctCounter {
 
 /**
  * A 53-bit hash of a string (cyrb53: two multiplicative 32-bit lanes mixed at the end), as one number so that a
- * decision allocates nothing. Not cryptographic: it only has to spread identities evenly.
+ * decision allocates nothing. Not cryptographic: it only has to spread identities evenly, and with a seed the client
+ * does not know, the ones a client chooses too.
  */
-export function hash53(value: string): number {
-  let h1 = 0xdeadbeef
-  let h2 = 0x41c6ce57
+export function hash53(value: string, seed = 0): number {
+  let h1 = 0xdeadbeef ^ seed
+  let h2 = 0x41c6ce57 ^ seed
   for (let i = 0; i < value.length; i++) {
     const char = value.charCodeAt(i)
     h1 = Math.imul(h1 ^ char, 2_654_435_761)

@@ -125,9 +125,11 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
   if (typeof prefix !== 'string' || !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(prefix)) {
     throw invalidOption(OWNER, 'prefix', 'a metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', prefix)
   }
-  const activeWindowMs = positiveInteger(OWNER, 'activeWindowMs', options.activeWindowMs ?? 60_000)
-  const activeMaxLimiters = positiveInteger(OWNER, 'activeMaxLimiters', options.activeMaxLimiters ?? 100)
-  const clock = options.clock ?? nowMicros
+  // `undefined` takes the default; `null` is refused like any other value of the wrong type.
+  const given = <T>(value: T | undefined, fallback: T): T => (value === undefined ? fallback : value)
+  const activeWindowMs = positiveInteger(OWNER, 'activeWindowMs', given(options.activeWindowMs, 60_000))
+  const activeMaxLimiters = positiveInteger(OWNER, 'activeMaxLimiters', given(options.activeMaxLimiters, 100))
+  const clock = given(options.clock, nowMicros)
   if (typeof clock !== 'function') throw invalidOption(OWNER, 'clock', 'a function', clock)
   const registers = [registry]
 

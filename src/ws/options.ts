@@ -86,8 +86,8 @@ export interface ProtectWebSocketOptions {
    * Called for each frame ws refused on its own (`error.code` is ws' `WS_ERR_*`: a message over `maxMessageBytes`,
    * a bad opcode, invalid UTF-8, …), once ws has closed the socket with its code (1009, 1002, 1007), e.g. to count
    * them. Any client can cause these at will: count them, do not log each one. The socket's 'error' event carries
-   * them too, except on graphql-ws sockets (subprotocol `graphql-transport-ws`), whose 'error' listener would log
-   * each one with its stack.
+   * them too, except on a server graphql-ws' `useServer` handles (and on sockets of subprotocol
+   * `graphql-transport-ws`), whose 'error' listener would log each one with its stack.
    */
   onProtocolError?: (socket: WebSocket, error: WebSocketProtocolError) => void
 }

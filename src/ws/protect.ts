@@ -174,7 +174,7 @@ export function protectWebSocketServer(
         } catch {
           // A broken counting callback must not break the socket's handling.
         }
-        if (withholdsProtocolErrors(ws)) {
+        if (withholdsProtocolErrors(ws, wss)) {
           // What the 'error' listener of track() does; the app's listeners never see it.
           terminateAfterGrace(ws)
           return true

@@ -1,4 +1,4 @@
-import type { WebSocket } from 'ws'
+import type { WebSocket, WebSocketServer } from 'ws'
 
 /** An error ws raised for what a client sent (`code` is ws' `WS_ERR_*`), after closing the socket with its code. */
 export type WebSocketProtocolError = Error & { readonly code: string }
@@ -20,8 +20,10 @@ const GRAPHQL_TRANSPORT_WS = 'graphql-transport-ws'
 /**
  * Whether a protocol error must stay away from the socket's 'error' listeners: graphql-ws' listener logs every
  * socket 'error' with its stack as an internal error of the server, so passing a client's oversized or malformed
- * frames on would let any client write to the server's logs at will.
+ * frames on would let any client write to the server's logs at will. graphql-ws' `useServer` attaches that listener
+ * to every socket of its server, also to one that offered no subprotocol (closed 4406 right after), so the server
+ * is recognised by the `handleProtocols` it installs, as well as the socket by its subprotocol.
  */
-export function withholdsProtocolErrors(socket: WebSocket): boolean {
-  return socket.protocol === GRAPHQL_TRANSPORT_WS
+export function withholdsProtocolErrors(socket: WebSocket, server: WebSocketServer): boolean {
+  return socket.protocol === GRAPHQL_TRANSPORT_WS || server.options.handleProtocols?.name === 'handleProtocols'
 }

@@ -12,6 +12,7 @@ export interface ExampleServer {
   /** The banner's commands, in order, exactly as printed. */
   readonly commands: string[]
   stdout(): string
+  stderr(): string
 }
 
 /**
@@ -43,5 +44,5 @@ export async function startExample(env: Record<string, string> = {}): Promise<Ex
     .split('\n')
     .map((line) => line.trim())
     .filter((line) => line !== '' && !line.startsWith('#'))
-  return { child, url, banner, commands, stdout: () => out }
+  return { child, url, banner, commands, stdout: () => out, stderr: () => err }
 }

@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { WebSocket } from 'ws'
 import { type ExampleServer, repositoryRoot, startExample } from '../helpers/exampleServer.js'
 import { openSse, postGraphQL } from '../helpers/graphqlHttp.js'
+import { startRedis } from '../helpers/redisServer.js'
 import { rawConnect, upgradeRequestLines } from '../helpers/rawWebSocket.js'
 
 const root = repositoryRoot
@@ -254,6 +255,17 @@ describe('npm start: the example server (memory store)', () => {
       }
       expect(countdown).toEqual([3, 2, 1])
 
+      // A document that does not parse is the client's error: answered as one, nothing logged by the server.
+      const refused = await client
+        .iterate({ query: 'subscription { countdown(from: 3' })
+        .next()
+        .then(
+          () => undefined,
+          (errors: unknown) => errors,
+        )
+      expect(refused).toEqual([expect.objectContaining({ message: expect.stringMatching(/^Syntax Error: /) })])
+      expect(example.stderr()).not.toContain('Internal error')
+
       const sse = await fetch(`${example.url}/graphql`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
@@ -439,6 +451,26 @@ describe('npm start: the example server with REDIS_URL', () => {
       expect(await leaseKeys()).toEqual([])
     } finally {
       redis.disconnect()
+    }
+  })
+})
+
+describe('npm start on a Redis that freezes', () => {
+  it('SIGTERM while Redis is paused (SIGSTOP): the server still exits 0, not held by QUIT', async () => {
+    const redis = await startRedis()
+    try {
+      const example = await startExample({ REDIS_URL: redis.url })
+      const answered = await postGraphQL(`${example.url}/graphql`, '{ __typename }')
+      expect(answered.status).toBe(200)
+      redis.pause()
+      const exited = once(example.child, 'exit')
+      example.child.kill('SIGTERM')
+      const [code] = await exited
+      expect(code).toBe(0)
+      expect(example.stderr()).not.toContain('still not done')
+    } finally {
+      redis.resume()
+      await redis.stop()
     }
   })
 })

@@ -372,25 +372,33 @@ function notInSchema(option: string, what: string, got: string, known: readonly 
   )
 }
 
-const COST_DIRECTIVES = ['cost', 'listSize'] as const
+/** tollbooth's directives, by their lowercased names (a misspelt case is caught as well as a missing definition). */
+const TOLLBOOTH_DIRECTIVES = new Map(
+  ['cost', 'listSize', 'rateLimit'].map((name) => [name.toLowerCase(), name]),
+)
 
 /**
- * A schema built without validating its SDL (`assumeValidSDL`) keeps `@cost` / `@listSize` in its AST even when it
- * does not define them; they would then be ignored and every field priced at the defaults. (A validated build
- * fails earlier, with graphql's `Unknown directive "@cost".`, before tollbooth sees the schema.)
+ * A schema built without validating its SDL (`assumeValidSDL`) keeps `@cost`, `@listSize` and `@rateLimit` in its
+ * AST even when it does not define them (or spells them `@Cost`); they would then be ignored: every field priced at
+ * the defaults, a login limit gone. (A validated build fails earlier, with graphql's `Unknown directive "@cost".`,
+ * before tollbooth sees the schema.)
  */
 function checkCostDirectivesDefined(schema: GraphQLSchema): void {
-  const missing = COST_DIRECTIVES.filter((name) => schema.getDirective(name) == null)
-  if (missing.length === 0) return
   for (const [coordinate, node] of directableNodes(schema)) {
-    const used = node.directives?.find((directive) => (missing as string[]).includes(directive.name.value))
-    if (used === undefined) continue
-    throw new TollboothError(
-      ErrorCodes.INVALID_OPTION,
-      `${OWNER}: the schema uses @${used.name.value} (on ${coordinate}) but does not define it: add ` +
-        "costDirectivesTypeDefs from 'tollbooth/graphql' to its type definitions, e.g. " +
-        'createSchema({ typeDefs: [costDirectivesTypeDefs, typeDefs] })',
-    )
+    for (const directive of node.directives ?? []) {
+      const name = directive.name.value
+      const meant = TOLLBOOTH_DIRECTIVES.get(name.toLowerCase())
+      if (meant === undefined || schema.getDirective(name) != null) continue
+      const fix =
+        name === meant
+          ? "add costDirectivesTypeDefs from 'tollbooth/graphql' to its type definitions, e.g. " +
+            'createSchema({ typeDefs: [costDirectivesTypeDefs, typeDefs] })'
+          : `did you mean @${meant}?`
+      throw new TollboothError(
+        ErrorCodes.INVALID_OPTION,
+        `${OWNER}: the schema uses @${name} (on ${coordinate}) but does not define it: ${fix}`,
+      )
+    }
   }
 }
 

@@ -14,6 +14,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
 import { ErrorCodes } from '../../../src/core/errors.js'
 import { protectWebSocketServer, type WebSocketProtocolError } from '../../../src/ws/index.js'
+import { clientFrame, rawConnect, upgradeRequestLines } from '../../helpers/rawWebSocket.js'
 
 const HOST = '127.0.0.1'
 const MAX_MESSAGE_BYTES = 1024
@@ -118,6 +119,36 @@ describe('protocol errors: messages over maxMessageBytes', () => {
       'hook WS_ERR_UNSUPPORTED_MESSAGE_LENGTH',
       'listener WS_ERR_UNSUPPORTED_MESSAGE_LENGTH',
     ])
+  })
+
+  it('graphql-ws: a socket that offered no subprotocol is no way around it (bad frames sent with the handshake)', async () => {
+    const wss = new WebSocketServer({ port: 0, host: HOST })
+    useServer({ schema }, wss)
+    const seen: string[] = []
+    const protection = protectWebSocketServer(wss, {
+      heartbeatMs: 0,
+      onProtocolError: (_socket, error) => seen.push(error.code),
+    })
+    cleanups.push(() => protection.close())
+    const url = await listen(wss)
+    const port = Number(new URL(url).port)
+    const printed = consoleLines()
+
+    for (let i = 0; i < ATTEMPTS; i++) {
+      const raw = await rawConnect(port, HOST)
+      // No Sec-WebSocket-Protocol: graphql-ws closes such a socket with 4406, its 'error' listener already attached.
+      // The frame with opcode 3 (reserved) arrives in the same write as the handshake.
+      raw.socket.write(
+        Buffer.concat([
+          Buffer.from(`${upgradeRequestLines(HOST, port).join('\r\n')}\r\n\r\n`),
+          clientFrame({ opcode: 3, payload: Buffer.from('x') }),
+        ]),
+      )
+      await raw.gone
+    }
+
+    expect(seen).toEqual(Array(ATTEMPTS).fill('WS_ERR_INVALID_OPCODE'))
+    expect(printed()).toEqual([])
   })
 
   it('a throwing onProtocolError changes nothing: each socket still gets 1009, the next one is served', async () => {

@@ -120,10 +120,27 @@ describe('tollbooth_active_identities', () => {
         { activeMaxLimiters: -1 },
         'createPrometheusMetrics: "activeMaxLimiters" must be a positive integer, got -1',
       ],
+      // null is not "not given": it is refused, not taken for the default.
+      [
+        { activeWindowMs: null },
+        'createPrometheusMetrics: "activeWindowMs" must be a positive integer, got null',
+      ],
+      [
+        { activeMaxLimiters: null },
+        'createPrometheusMetrics: "activeMaxLimiters" must be a positive integer, got null',
+      ],
     ] as const
     for (const [options, message] of invalid) {
-      expect(() => createPrometheusMetrics({ registry: new Registry(), ...options })).toThrow(
+      expect(() => createPrometheusMetrics({ registry: new Registry(), ...(options as object) })).toThrow(
         expect.objectContaining({ code: ErrorCodes.INVALID_OPTION, message }),
+      )
+    }
+    for (const clock of [5, null]) {
+      expect(() => createPrometheusMetrics({ registry: new Registry(), clock: clock as never })).toThrow(
+        expect.objectContaining({
+          code: ErrorCodes.INVALID_OPTION,
+          message: expect.stringMatching(/"clock"/),
+        }),
       )
     }
     expect(() => createPrometheusMetrics({ registry: new Registry(), clock: 5 as never })).toThrow(

@@ -66,6 +66,23 @@ describe('a schema using the cost directives without defining them', () => {
     )
   })
 
+  it('@rateLimit without its definition (a login limit that would be gone), and a misspelt @Cost', () => {
+    const login = buildSchema(
+      'type Query { a: Int } type Mutation { login(email: String!): String @rateLimit(limit: 2, window: "1m") }',
+      { assumeValidSDL: true },
+    )
+    expect(refusal(() => new CostAnalyzer().model(login))?.message).toBe(
+      `useTollbooth: the schema uses @rateLimit (on Mutation.login) ${hint}`,
+    )
+    const misspelt = buildSchema(`${costDirectivesTypeDefs}\ntype Query { a: Int @Cost(weight: 2) }`, {
+      assumeValidSDL: true,
+    })
+    expect(refusal(() => new CostAnalyzer().model(misspelt))).toEqual({
+      code: ErrorCodes.INVALID_OPTION,
+      message: 'useTollbooth: the schema uses @Cost (on Query.a) but does not define it: did you mean @cost?',
+    })
+  })
+
   it('createYoga with useTollbooth throws it at startup', () => {
     const limiter = tokenBucket({ name: 'cost-directives-check', capacity: 100, refillPerSecond: 1 })
     const schema = buildSchema(SDL, { assumeValidSDL: true })
