@@ -25,5 +25,7 @@ const GRAPHQL_TRANSPORT_WS = 'graphql-transport-ws'
  * is recognised by the `handleProtocols` it installs, as well as the socket by its subprotocol.
  */
 export function withholdsProtocolErrors(socket: WebSocket, server: WebSocketServer): boolean {
-  return socket.protocol === GRAPHQL_TRANSPORT_WS || server.options.handleProtocols?.name === 'handleProtocols'
+  return (
+    socket.protocol === GRAPHQL_TRANSPORT_WS || server.options.handleProtocols?.name === 'handleProtocols'
+  )
 }

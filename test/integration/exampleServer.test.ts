@@ -19,8 +19,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { WebSocket } from 'ws'
 import { type ExampleServer, repositoryRoot, startExample } from '../helpers/exampleServer.js'
 import { openSse, postGraphQL } from '../helpers/graphqlHttp.js'
-import { startRedis } from '../helpers/redisServer.js'
 import { rawConnect, upgradeRequestLines } from '../helpers/rawWebSocket.js'
+import { startRedis } from '../helpers/redisServer.js'
 
 const root = repositoryRoot
 const run = promisify(execFile)
@@ -263,7 +263,9 @@ describe('npm start: the example server (memory store)', () => {
           () => undefined,
           (errors: unknown) => errors,
         )
-      expect(refused).toEqual([expect.objectContaining({ message: expect.stringMatching(/^Syntax Error: /) })])
+      expect(refused).toEqual([
+        expect.objectContaining({ message: expect.stringMatching(/^Syntax Error: /) }),
+      ])
       expect(example.stderr()).not.toContain('Internal error')
 
       const sse = await fetch(`${example.url}/graphql`, {
