@@ -1,4 +1,4 @@
 /** tollbooth — the limiter core: algorithms, stores, fail policy, and the helpers both adapters use. */
 export * from './core/index.js'
-export * from './http/index.js'
+export * from './http/headers.js'
 export * from './identity/index.js'

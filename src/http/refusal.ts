@@ -1,0 +1,61 @@
+import type { ServerResponse } from 'node:http'
+import type { Decision } from '../core/decision.js'
+import { PROBLEM_JSON_CONTENT_TYPE, quotaExceededProblem } from './problemJson.js'
+import { type RateLimitPolicy, rateLimitHeaders } from './rateLimitHeaders.js'
+
+/**
+ * How a guard answers a refused request, whatever the server: the status, the headers (RateLimit fields,
+ * `Retry-After` when waiting helps, the problem+json content type) and the RFC 9457 body. The middlewares write it
+ * to the Node response; the Fastify plugin hands it to Fastify's reply.
+ */
+export interface Refusal {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: Readonly<Record<string, unknown>>
+  readonly decision: Decision
+  readonly policy: RateLimitPolicy
+}
+
+/**
+ * The refusal of `decision` under `policy`: 429 by default; a request no budget can ever hold is not one to retry
+ * (400, or the guard's own status such as 413 for an upload too large), and gets no `Retry-After`.
+ */
+export function refusal(
+  decision: Decision,
+  policy: RateLimitPolicy,
+  status = decision.neverAllowed ? 400 : 429,
+): Refusal {
+  const body =
+    status === 429
+      ? { ...quotaExceededProblem(decision, policy.name) }
+      : { type: 'about:blank', title: STATUS_TITLES[status] ?? 'Request refused', status }
+  return {
+    status,
+    headers: { ...rateLimitHeaders(decision, policy), 'content-type': PROBLEM_JSON_CONTENT_TYPE },
+    body,
+    decision,
+    policy,
+  }
+}
+
+/** Sets the RateLimit fields (and `Retry-After` on a denial) of `decision` under `policy`, unless already sent. */
+export function setRateLimitHeaders(res: ServerResponse, decision: Decision, policy: RateLimitPolicy): void {
+  if (res.headersSent) return
+  for (const [name, value] of Object.entries(rateLimitHeaders(decision, policy))) res.setHeader(name, value)
+}
+
+/** Writes `answer` to a Node response; a response already started is only ended. */
+export function sendRefusal(res: ServerResponse, answer: Refusal): void {
+  if (res.headersSent) {
+    res.end()
+    return
+  }
+  res.statusCode = answer.status
+  for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value)
+  res.end(JSON.stringify(answer.body))
+}
+
+const STATUS_TITLES: Record<number, string> = {
+  400: 'Request exceeds what the quota can ever admit',
+  413: 'Content Too Large',
+}
