@@ -43,6 +43,8 @@ const PROMQL_WORDS = new Set([
 function metricNames(expr: string): string[] {
   const stripped = expr
     .replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`/g, ' ')
+    // A PromQL comment runs from # to the end of its line (no string holds a # here: they are gone above).
+    .replace(/#[^\n]*/g, ' ')
     .replace(/\{[^}]*\}/g, ' ')
     .replace(/\[[^\]]*\]/g, ' ')
     .replace(/\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ' ')
