@@ -53,6 +53,7 @@ import {
   demoUsers,
   userByToken,
 } from './demo-api.js'
+import { createRestRoutes, MAX_UPLOAD_BYTES } from './restRoutes.js'
 
 const port = Number(process.env.PORT ?? 4000)
 const redisUrl = process.env.REDIS_URL || undefined
@@ -344,6 +345,17 @@ chat.onMessage((message) => {
  */
 const inFlight = new Set<ServerResponse>()
 
+// POST /login and POST /upload: plain HTTP routes on the same store, identities and metrics.
+const restRoutes = createRestRoutes({
+  store,
+  hooks: metrics.limiterHooks,
+  trustProxy,
+  uploadIdentity: (req) => {
+    const user = userOf(req.headers.authorization)
+    return user === undefined ? ipIdentity(req) : `user:${user.id}`
+  },
+})
+
 const server = createServer((req: IncomingMessage, res: ServerResponse) => {
   const path = (req.url ?? '/').split('?')[0]
   if (!(req.headers.accept ?? '').includes('text/event-stream')) {
@@ -361,6 +373,7 @@ const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     res.writeHead(302, { location: yoga.graphqlEndpoint }).end()
     return
   }
+  if (restRoutes.handle(req, res)) return
   void yoga(req, res)
 })
 
@@ -430,6 +443,7 @@ function banner(url: string, pid: number): string {
       `${chatLimits.maxConnectionsPerIdentity} connections per identity, ${chatLimits.messagesPerSecond} msg/s (burst ${chatLimits.messageBurst}), ${chatLimits.maxMessageBytes / 1024} KiB`,
       chatPolicy,
     ],
+    ...restRoutes.limits,
   ]
   const width = Math.max(...rows.map(([, what]) => what.length))
   const q = (query: string) => `--data-urlencode '${query}'`
@@ -450,6 +464,7 @@ function banner(url: string, pid: number): string {
     `  graphql-ws  ${wsUrl}${yoga.graphqlEndpoint}`,
     `  chat        ${wsUrl}/chat?token=<token>  (plain WebSocket: send text, receive JSON)`,
     `  metrics     ${url}/metrics`,
+    `  REST        POST ${url}/login (JSON email, password) · POST ${url}/upload (any body, ${MAX_UPLOAD_BYTES / 1024} KiB at most)`,
     `store: ${storeLabel}`,
     `identity: "authorization: Bearer <token>" (WebSockets: also ?token=<token> or graphql-ws connectionParams), else the client IP (IPv6: its /64)`,
     `  client IP: ${trustProxy === false ? "the socket's address (TRUST_PROXY trusts proxies' X-Forwarded-For)" : `X-Forwarded-For, trusting ${JSON.stringify(trustProxy)}`}`,
@@ -468,6 +483,10 @@ function banner(url: string, pid: number): string {
     '  # 3. WebSocket refused at its cap: the chat admits 2 connections per identity; a 3rd as carol gets HTTP 429',
     '  #    before the upgrade (node and the ws package of this repository: run it from its directory)',
     `  node -e "${capScript};${capThen}"`,
+    '  # 4. POST /login: 5 wrong passwords for one account from one address, then the 6th attempt is refused (429)',
+    `  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{http_code} ' -X POST ${url}/login -H 'content-type: application/json' -d '{"email":"alice@example.com","password":"guess"}'; done; echo`,
+    `  # 5. POST /upload: 2 MiB sent without a length (chunked) is cut off at ${MAX_UPLOAD_BYTES / 1024} KiB with 413`,
+    `  head -c 2097152 /dev/zero | curl -s -o /dev/null -w '%{http_code}\\n' -X POST ${url}/upload -H 'transfer-encoding: chunked' -H 'expect:' --data-binary @-`,
     '',
   ].join('\n')
 }

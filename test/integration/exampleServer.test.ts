@@ -1,8 +1,9 @@
 /**
  * `npm start` — examples/server.ts, run as a child process (node with tsx's loader, as `npm start` runs it, on PORT=0).
  *
- * The three commands of its banner are run exactly as printed (`sh -c <line>`, from the repository's directory):
- * a 200 with `extensions.cost`, a 429 with `Retry-After`, and a WebSocket refused with HTTP 429 at its cap. Then,
+ * The five commands of its banner are run exactly as printed (`sh -c <line>`, from the repository's directory):
+ * a 200 with `extensions.cost`, a 429 with `Retry-After`, a WebSocket refused with HTTP 429 at its cap, a 6th
+ * REST login attempt refused, and an upload past its size cut off with 413. Then,
  * on the same process: GraphiQL's page, the GraphiQL introspection query through the guards, the `/chat` WebSocket,
  * a graphql-ws subscription and one over SSE, a chat message reaching a GraphQL subscription, `/metrics` (names,
  * and no identity in any label), and SIGTERM (an open chat socket closed with 1001, exit code 0). Another process
@@ -113,7 +114,7 @@ describe('npm start: the example server (memory store)', () => {
     if (example?.child.exitCode === null) example.child.kill('SIGKILL')
   })
 
-  it('prints where everything is, the store, each limit with its fail policy, and three commands', () => {
+  it('prints where everything is, the store, each limit with its fail policy, and five commands', () => {
     const { banner, url } = example
     expect(banner).toContain(`GraphQL     ${url}/graphql`)
     expect(banner).toContain(`graphql-ws  ${url.replace('http', 'ws')}/graphql`)
@@ -128,10 +129,13 @@ describe('npm start: the example server (memory store)', () => {
       ['subscriptions', 'open'],
       ['graphql-ws', 'open'],
       ['chat', 'local'],
+      ['login-ip', 'closed'],
+      ['uploads', 'open'],
     ]) {
       expect(banner).toMatch(new RegExp(`\\n  ${limit} .*fail policy: ${policy}\\n`))
     }
-    expect(example.commands).toHaveLength(3)
+    expect(banner).toContain(`REST        POST ${url}/login`)
+    expect(example.commands).toHaveLength(5)
   })
 
   it('command 1: a 200 with extensions.cost (and the RateLimit headers)', async () => {
@@ -167,6 +171,32 @@ describe('npm start: the example server (memory store)', () => {
     expect(stdout).toContain('2 chat connections open as carol: the cap')
     expect(stdout).toMatch(/3rd connection refused: HTTP 429 Too Many Requests retry-after: \d+/)
     expect(code).toBe(0)
+  })
+
+  it('command 4: five wrong passwords for one account answered 401, the 6th attempt refused with 429', async () => {
+    const { stdout, code } = await sh(example.commands[3] as string)
+    expect(code).toBe(0)
+    expect(stdout.trim()).toBe('401 401 401 401 401 429')
+  })
+
+  it('command 5: an upload sent without a length, past 1 MiB, cut off with 413', async () => {
+    const { stdout, code } = await sh(example.commands[4] as string)
+    expect(code).toBe(0)
+    expect(stdout.trim()).toBe('413')
+  })
+
+  it('POST /login: the right password answers 200 with the token; POST /upload: a small body is received', async () => {
+    const login = await fetch(`${example.url}/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: ' Bob@Example.com ', password: 'builder' }),
+    })
+    expect(login.status).toBe(200)
+    expect(await login.json()).toEqual({ token: 'bob-token' })
+    const upload = await fetch(`${example.url}/upload`, { method: 'POST', body: 'x'.repeat(1000) })
+    expect(upload.status).toBe(201)
+    expect(await upload.json()).toEqual({ received: 1000 })
+    expect(upload.headers.get('ratelimit-policy')).toContain('"upload-bytes";q=10485760')
   })
 
   it('serves GraphiQL to a browser', async () => {

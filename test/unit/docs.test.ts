@@ -207,6 +207,7 @@ describe('documentation', () => {
       'docs/benchmarks.md',
       'docs/core.md',
       'docs/graphql.md',
+      'docs/http.md',
       'docs/operations.md',
       'docs/security.md',
       'docs/tuning.md',

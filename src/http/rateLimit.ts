@@ -1,0 +1,236 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Decision } from '../core/decision.js'
+import { ErrorCodes, invalidArgument, invalidOption, TollboothError } from '../core/errors.js'
+import { checkOptionKeys, type OptionKeys, optionNames } from '../core/knownOptions.js'
+import { ConcurrencyLimiter } from '../core/limiters/concurrencyLimit.js'
+import { RateLimiter } from '../core/rateLimiter.js'
+import { sleep } from '../core/sleep.js'
+import { isOptionsObject, MAX_KEY_LENGTH } from '../core/validate.js'
+import type { Middleware } from './middleware.js'
+import { rateLimitHeaders } from './rateLimitHeaders.js'
+import { type Refusal, refusal, sendRefusal } from './refusal.js'
+import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
+
+/** What `rateLimitCheck` needs to decide on a request; `rateLimit` adds how a refusal is answered. */
+export interface RateLimitCheckOptions<Req extends IncomingMessage = IncomingMessage>
+  extends IdentityOptions<Req> {
+  /**
+   * The budget requests spend from: a rate limiter (`tokenBucket`, `slidingWindow`, `fixedWindow`, `leakyBucket`),
+   * or a function of the request choosing one (per plan, per route; may be async). With a leaky bucket, an admitted
+   * request waits out its `delayMs` before going on.
+   */
+  limiter: RateLimiter | ((req: Req) => RateLimiter | Promise<RateLimiter>)
+  /**
+   * What a request costs (may be async): a positive finite number. Anything else is an error handed to `next`, never
+   * a free pass. A cost above what the limiter can ever admit is refused with 400.
+   * @default 1
+   */
+  cost?: (req: Req) => number | Promise<number>
+  /** Requests for which this returns true (may be async) spend nothing and carry no RateLimit fields. */
+  skip?: (req: Req) => boolean | Promise<boolean>
+}
+
+export interface RateLimitOptions<Req extends IncomingMessage = IncomingMessage>
+  extends RateLimitCheckOptions<Req> {
+  /**
+   * Answers a refused request, in place of the default 429 (or 400) problem+json answer. The refusal carries the
+   * status, the headers (RateLimit fields, `Retry-After`) and the body the default would send.
+   * @default sendRefusal
+   */
+  onLimited?: (req: Req, res: ServerResponse, refusal: Refusal) => void | Promise<void>
+}
+
+/** An admitted request: the RateLimit fields to send with its response (none when skipped). */
+export interface RateLimitAllowed {
+  readonly allowed: true
+  readonly headers: Readonly<Record<string, string>>
+  /** The limiter's decision; `undefined` when `skip` let the request through. */
+  readonly decision: Decision | undefined
+}
+
+/** What `rateLimitCheck` answers: `'allowed' in result` tells an admission from a `Refusal`. */
+export type RateLimitResult = RateLimitAllowed | Refusal
+
+const checkOptionKeysList: OptionKeys<RateLimitCheckOptions> = {
+  limiter: true,
+  cost: true,
+  skip: true,
+  identify: true,
+  trustProxy: true,
+  ipv6Prefix: true,
+  ipv4Prefix: true,
+}
+const CHECK_OPTIONS = optionNames<RateLimitCheckOptions>(checkOptionKeysList)
+const OPTIONS = optionNames<RateLimitOptions>({ ...checkOptionKeysList, onLimited: true })
+
+const SKIPPED: RateLimitAllowed = Object.freeze({
+  allowed: true,
+  headers: Object.freeze({}),
+  decision: undefined,
+})
+
+/**
+ * The decision of `rateLimit` without a framework: resolves to `{ allowed: true, headers }` (send the headers with
+ * the response) or to a `Refusal` to answer. Rejects with what `identify`, `cost`, `skip` or `limiter` threw, and
+ * with a `TOLLBOOTH_ERR_INVALID_ARGUMENT` for an invalid cost or identity. Options are checked here, at startup.
+ */
+export function rateLimitCheck<Req extends IncomingMessage = IncomingMessage>(
+  options: RateLimitCheckOptions<Req>,
+): (req: Req) => Promise<RateLimitResult> {
+  const owner = 'rateLimitCheck'
+  if (!isOptionsObject(options)) throw invalidOption(owner, 'options', 'an object', options)
+  if ('onLimited' in options) {
+    // The closest known name would be "limiter", which is not what was meant.
+    throw new TollboothError(
+      ErrorCodes.INVALID_OPTION,
+      `${owner}: unknown option "onLimited" (a Refusal is answered by the caller, e.g. with sendRefusal)`,
+    )
+  }
+  checkOptionKeys(owner, options, CHECK_OPTIONS)
+  const decide = createDecider(owner, options)
+  return (req) => {
+    try {
+      return Promise.resolve(decide(req))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+}
+
+/**
+ * An Express/Connect middleware (also for plain `node:http`, called with a `next`) spending from `limiter` for
+ * each request: an admitted request goes on with the RateLimit fields set; a refused one is answered 429 with
+ * `Retry-After`, the RateLimit fields and a problem+json body (400 for a cost no budget can hold) and never reaches
+ * the route. Errors of `identify`, `cost`, `skip` or `limiter` go to `next(error)`.
+ */
+export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
+  options: RateLimitOptions<Req>,
+): Middleware<Req> {
+  const owner = 'rateLimit'
+  if (!isOptionsObject(options)) throw invalidOption(owner, 'options', 'an object', options)
+  checkOptionKeys(owner, options, OPTIONS)
+  const onLimited = options.onLimited ?? defaultOnLimited
+  if (typeof onLimited !== 'function') throw invalidOption(owner, 'onLimited', 'a function', onLimited)
+  const decide = createDecider(owner, options)
+
+  return (req, res, next) => {
+    const answer = (result: RateLimitResult) => {
+      if ('allowed' in result) {
+        if (!res.headersSent)
+          for (const name in result.headers) res.setHeader(name, result.headers[name] as string)
+        next()
+        return
+      }
+      try {
+        const pending = onLimited(req, res, result)
+        if (pending instanceof Promise) pending.then(undefined, next)
+      } catch (error) {
+        next(error)
+      }
+    }
+    let result: RateLimitResult | Promise<RateLimitResult>
+    try {
+      result = decide(req)
+    } catch (error) {
+      next(error)
+      return
+    }
+    if (result instanceof Promise) result.then(answer, next)
+    else answer(result)
+  }
+}
+
+function defaultOnLimited(_req: IncomingMessage, res: ServerResponse, answer: Refusal): void {
+  sendRefusal(res, answer)
+}
+
+/**
+ * The decision for one request, checked once here. Synchronous when it can be (a fixed limiter on a memory store,
+ * a synchronous identity, no `skip` or `cost`): the common case then costs no promise.
+ */
+function createDecider<Req extends IncomingMessage>(
+  owner: string,
+  options: RateLimitCheckOptions<Req>,
+): (req: Req) => RateLimitResult | Promise<RateLimitResult> {
+  const { limiter, cost, skip } = options
+  if (limiter instanceof ConcurrencyLimiter) {
+    throw invalidOption(
+      owner,
+      'limiter',
+      'a rate limiter (a concurrencyLimit goes to concurrencyGuard)',
+      limiter,
+    )
+  }
+  if (!(limiter instanceof RateLimiter) && typeof limiter !== 'function') {
+    throw invalidOption(
+      owner,
+      'limiter',
+      'a rate limiter (tokenBucket, slidingWindow, fixedWindow, leakyBucket) or a function of the request returning one',
+      limiter,
+    )
+  }
+  if (cost !== undefined && typeof cost !== 'function') throw invalidOption(owner, 'cost', 'a function', cost)
+  if (skip !== undefined && typeof skip !== 'function') throw invalidOption(owner, 'skip', 'a function', skip)
+  const identify = requestIdentity(owner, options)
+  const fixed = limiter instanceof RateLimiter ? limiter : undefined
+  const choose = limiter instanceof RateLimiter ? undefined : limiter
+
+  const limiterOf = async (req: Req): Promise<RateLimiter> => {
+    const chosen = await (choose as (req: Req) => RateLimiter | Promise<RateLimiter>)(req)
+    if (!(chosen instanceof RateLimiter)) {
+      throw invalidOption(owner, 'limiter', 'a function returning a rate limiter', chosen)
+    }
+    return chosen
+  }
+
+  const decideAsync = async (req: Req, knownKey?: string | Promise<string>): Promise<RateLimitResult> => {
+    // Skip first: a health check or an allow-listed caller is not even identified.
+    if (skip !== undefined && (await skip(req))) return SKIPPED
+    const chosen = fixed ?? (await limiterOf(req))
+    const key = validIdentity(owner, await (knownKey ?? identify(req)))
+    const amount = cost === undefined ? 1 : validCost(owner, await cost(req))
+    return settle(await chosen.consume(key, amount), chosen)
+  }
+
+  if (fixed === undefined || skip !== undefined || cost !== undefined) return (req) => decideAsync(req)
+  return (req) => {
+    const key = identify(req)
+    if (typeof key !== 'string') return decideAsync(req, key)
+    const now = fixed.decideNow(validIdentity(owner, key), 1)
+    if (now !== undefined) return settle(now, fixed)
+    return fixed.consume(key, 1).then((decision) => settle(decision, fixed))
+  }
+}
+
+/** The answer to a decision; a leaky bucket's admitted request first waits out its turn. */
+function settle(decision: Decision, limiter: RateLimiter): RateLimitResult | Promise<RateLimitResult> {
+  if (!decision.allowed) return refusal(decision, limiter.policy)
+  const allowed: RateLimitAllowed = {
+    allowed: true,
+    headers: rateLimitHeaders(decision, limiter.policy),
+    decision,
+  }
+  if (decision.delayMs > 0) return sleep(decision.delayMs).then(() => allowed)
+  return allowed
+}
+
+/** @internal A request's identity as a store key, checked with the guard's name in the error. */
+export function validIdentity(owner: string, key: unknown): string {
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH) {
+    throw invalidArgument(
+      owner,
+      'identify(req)',
+      `a non-empty string of at most ${MAX_KEY_LENGTH} characters`,
+      key,
+    )
+  }
+  return key
+}
+
+function validCost(owner: string, amount: unknown): number {
+  // A cost that is not a positive number is a bug in the application: an error, never a free request.
+  if (typeof amount !== 'number' || !Number.isFinite(amount) || amount <= 0) {
+    throw invalidArgument(owner, 'cost(req)', 'a positive finite number', amount)
+  }
+  return amount
+}

@@ -1,0 +1,410 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Decision } from '../core/decision.js'
+import { invalidOption } from '../core/errors.js'
+import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
+import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
+import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
+import { RateLimiter } from '../core/rateLimiter.js'
+import { isOptionsObject, positiveInteger } from '../core/validate.js'
+import type { Middleware } from './middleware.js'
+import { validIdentity } from './rateLimit.js'
+import { mergeRateLimitHeaders, type RateLimitPolicy, rateLimitHeaders } from './rateLimitHeaders.js'
+import { type Refusal, refusal, sendRefusal } from './refusal.js'
+import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
+
+/** What an admitted upload was charged to its identity's byte budget, reported once per upload. */
+export interface UploadCharge {
+  /** Body bytes received: all of them when `complete`, else up to the cut or the abort. */
+  readonly received: number
+  /**
+   * Bytes taken from the budget: `received`, or, when the budget no longer held that much (uploads running side by
+   * side, or a chunked body larger than what was left), what was left in it. The upload has happened either way.
+   */
+  readonly charged: number
+  /** Whether the whole body arrived (false when it was cut off past `maxBytes` or the client went away). */
+  readonly complete: boolean
+  /** The budget's last decision for this charge. */
+  readonly decision: Decision
+}
+
+export interface UploadGuardOptions<Req extends IncomingMessage = IncomingMessage>
+  extends IdentityOptions<Req> {
+  /**
+   * Largest body of one request, in bytes. A declared `Content-Length` above it is refused with 413 before any of
+   * the body is read; a body that goes past it as it arrives (chunked, or sent without a length) is cut off with
+   * 413 and its connection closed.
+   */
+  maxBytes: number
+  /**
+   * The byte budget of each identity (a `tokenBucket`, `slidingWindow` or `fixedWindow` counting bytes), charged
+   * what each upload really brought, when its body ends, is cut off or is aborted. An upload whose declared length is
+   * more than what is left, or that comes when nothing is left, is refused with 429 before its body is read. Its
+   * `maxCost` (a bucket's capacity, a window's limit) must be at least `maxBytes`.
+   */
+  bytes?: RateLimiter
+  /**
+   * Simultaneous uploads per identity: `concurrencyLimit({ name, max, leaseMs })`. The lease is held until the
+   * response is over (renewed every `leaseMs / 3`) and released exactly once: when the response finishes, the client
+   * aborts or the socket fails. One more upload is refused with 429 before its body is read.
+   */
+  concurrent?: ConcurrencyLimiter
+  /**
+   * Answers a refusal made before the route runs, in place of the default problem+json answer (413 or 429). The
+   * guard has already set `Connection: close`: the unread body is not read, the connection ends after the answer.
+   * @default sendRefusal
+   */
+  onLimited?: (req: Req, res: ServerResponse, refusal: Refusal) => void | Promise<void>
+  /** Called once per admitted upload with what its identity's byte budget was charged (only with `bytes`). */
+  onCharged?: (req: Req, charge: UploadCharge) => void
+}
+
+const OWNER = 'uploadGuard'
+
+const OPTIONS = optionNames<UploadGuardOptions>({
+  maxBytes: true,
+  bytes: true,
+  concurrent: true,
+  onLimited: true,
+  onCharged: true,
+  identify: true,
+  trustProxy: true,
+  ipv6Prefix: true,
+  ipv4Prefix: true,
+})
+
+/** Name of the per-request size policy in the RateLimit fields of a 413. */
+export const UPLOAD_SIZE_POLICY = 'upload-size'
+
+/** The error a route reading a body that was cut off sees on `req` (with `status` 413, as body parsers set it). */
+export class UploadTooLargeError extends Error {
+  readonly status = 413
+  readonly statusCode = 413
+  readonly expose = true
+
+  constructor(maxBytes: number) {
+    super(`uploadGuard: the body went past maxBytes (${maxBytes}); the upload was cut off`)
+    this.name = 'UploadTooLargeError'
+  }
+}
+
+/**
+ * An Express/Connect middleware (also for plain `node:http`) for upload routes: size, byte budget and simultaneous
+ * uploads per identity. Refusals made before the body is read (413 for a declared length over `maxBytes`, 429 for
+ * one over the remaining budget or for one upload too many) never reach the route and close the connection. The
+ * body is counted as the parser hands it to `req`, whoever reads it and however (body parsers, `req.pipe(file)`,
+ * async iteration): counting consumes nothing. A body going past `maxBytes` is cut off: nothing more reaches the
+ * route, a 413 is answered if the route has not answered yet, then the connection is closed and `req` is destroyed
+ * (the route sees an error or an abort, never the end of the body). Errors of `identify` go to `next(error)`.
+ */
+export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
+  options: UploadGuardOptions<Req>,
+): Middleware<Req> {
+  if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
+  checkOptionKeys(OWNER, options, OPTIONS)
+  const maxBytes = positiveInteger(OWNER, 'maxBytes', options.maxBytes)
+  const { bytes, concurrent } = options
+  if (bytes !== undefined && (!(bytes instanceof RateLimiter) || bytes instanceof LeakyBucketLimiter)) {
+    throw invalidOption(OWNER, 'bytes', 'a tokenBucket, slidingWindow or fixedWindow counting bytes', bytes)
+  }
+  // An upload the budget can never be charged for would be refused (or undercharged) whatever the budget holds.
+  if (bytes !== undefined && maxBytes > bytes.maxCost) {
+    throw invalidOption(OWNER, 'maxBytes', `at most the capacity of "bytes" (${bytes.maxCost})`, maxBytes)
+  }
+  if (concurrent !== undefined && !(concurrent instanceof ConcurrencyLimiter)) {
+    throw invalidOption(OWNER, 'concurrent', 'a concurrency limiter (concurrencyLimit)', concurrent)
+  }
+  const onLimited = options.onLimited ?? defaultOnLimited
+  if (typeof onLimited !== 'function') throw invalidOption(OWNER, 'onLimited', 'a function', onLimited)
+  const { onCharged } = options
+  if (onCharged !== undefined && typeof onCharged !== 'function') {
+    throw invalidOption(OWNER, 'onCharged', 'a function', onCharged)
+  }
+  const identify = requestIdentity(OWNER, options)
+
+  const sizePolicy: RateLimitPolicy = Object.freeze({
+    name: UPLOAD_SIZE_POLICY,
+    quota: maxBytes,
+    unit: 'content-bytes',
+  })
+  const bytesPolicy: RateLimitPolicy | undefined =
+    bytes === undefined ? undefined : Object.freeze({ ...bytes.policy, unit: 'content-bytes' })
+  const concurrentPolicy: RateLimitPolicy | undefined =
+    concurrent === undefined
+      ? undefined
+      : Object.freeze({ name: concurrent.name, quota: concurrent.limit, unit: 'concurrent-requests' })
+  // A size refusal comes from no store: a synthetic decision, for the RateLimit fields of the 413.
+  const tooLarge: Decision = Object.freeze({
+    allowed: false,
+    limit: maxBytes,
+    remaining: maxBytes,
+    resetMs: 0,
+    retryAfterMs: 0,
+    delayMs: 0,
+    neverAllowed: true,
+    source: 'store',
+  })
+  const sizeRefusal = refusal(tooLarge, sizePolicy, 413)
+
+  const refuse = (req: Req, res: ServerResponse, answer: Refusal, next: (error?: unknown) => void) => {
+    // The body is not read: ending the connection after the answer is what keeps Node from reading it to reuse it.
+    if (!res.headersSent) res.setHeader('connection', 'close')
+    try {
+      const pending = onLimited(req, res, answer)
+      if (pending instanceof Promise) pending.then(undefined, next)
+    } catch (error) {
+      next(error)
+    }
+  }
+
+  /** The byte budget's refusal of an upload declaring `declared` bytes (or none), before its body is read. */
+  const budgetRefusal = (peek: Decision, declared: number | undefined): Refusal | undefined => {
+    if (bytes === undefined || bytesPolicy === undefined) return undefined
+    const need = Math.max(1, declared ?? 1)
+    if (peek.allowed && peek.remaining >= need) return undefined
+    if (!peek.allowed) return refusal(peek, bytesPolicy)
+    // A window gives its whole limit back when it ends; a bucket refills steadily.
+    const refillMs = Math.ceil(((need - peek.remaining) / bytes.restorePerSecond) * 1000)
+    const retryAfterMs = bytes.algorithm === 'fixedWindow' ? peek.resetMs : Math.min(refillMs, peek.resetMs)
+    return refusal({ ...peek, allowed: false, retryAfterMs: Math.max(1, retryAfterMs) }, bytesPolicy)
+  }
+
+  /** Charges the budget what arrived; a charge denied after the fact takes what is left (the bytes came anyway). */
+  const charge = async (req: Req, identity: string, received: number, complete: boolean) => {
+    if (bytes === undefined || received === 0) return
+    let decision = await bytes.consume(identity, received)
+    let charged = received
+    if (!decision.allowed) {
+      charged = 0
+      if (decision.remaining > 0) {
+        const rest = await bytes.consume(identity, decision.remaining)
+        if (rest.allowed) charged = decision.remaining
+        decision = rest
+      }
+    }
+    try {
+      onCharged?.(req, { received, charged, complete, decision })
+    } catch {
+      // A throwing observer changes nothing about the upload.
+    }
+  }
+
+  const holdLease = (lease: Lease, res: ServerResponse) => {
+    if (concurrent === undefined) return
+    let held = true
+    const renewal = setInterval(
+      () => {
+        void lease.renew().then((kept) => {
+          // Lost with every slot taken by others: renewing again would only take a slot back from them.
+          if (!kept) clearInterval(renewal)
+        })
+      },
+      Math.max(1, Math.floor(concurrent.leaseMs / 3)),
+    )
+    renewal.unref()
+    const release = () => {
+      if (!held) return
+      held = false
+      clearInterval(renewal)
+      res.off('finish', release)
+      res.off('close', release)
+      void lease.release()
+    }
+    // 'close' follows 'finish', and comes alone when the client aborts or the socket fails.
+    res.once('finish', release)
+    res.once('close', release)
+  }
+
+  return (req, res, next) => {
+    const declared = declaredLength(req)
+    if (declared !== undefined && declared > maxBytes) {
+      refuse(req, res, sizeRefusal, next)
+      return
+    }
+
+    let identity: string | undefined
+    // Handed to the route.
+    let admitted = false
+    // Answered without the route (refused, cut off while being admitted, or failed): admission goes no further.
+    let settled = false
+    // Refused before the body was read, or failed: nothing is charged.
+    let uncharged = false
+    let charged = false
+    let responseClosed = false
+    res.once('close', () => {
+      responseClosed = true
+    })
+    // What an admitted upload brought is charged once its body is over (ended, cut off or aborted); so is what a body
+    // cut off past maxBytes brought, admitted or not: those bytes were received.
+    const chargeWhenOver = () => {
+      if (charged || uncharged || identity === undefined || body.state === 'reading') return
+      if (!admitted && body.state !== 'cut') return
+      charged = true
+      void charge(req, identity, body.received, body.state === 'complete').catch(() => {
+        // consume rejects only on an invalid key or cost, both checked before.
+      })
+    }
+    const refuseUnread = (answer: Refusal) => {
+      settled = true
+      uncharged = true
+      body.stop()
+      refuse(req, res, answer, next)
+    }
+
+    const body = countBody(req, maxBytes, {
+      ended: chargeWhenOver,
+      cut: () => {
+        chargeWhenOver()
+        const destroy = () => req.destroy(new UploadTooLargeError(maxBytes))
+        if (admitted && res.headersSent) {
+          // The route has answered already: only the connection can stop the flood.
+          destroy()
+          return
+        }
+        // The answer first, then the end of the connection (destroying the request closes its socket).
+        res.once('finish', destroy)
+        res.once('close', destroy)
+        if (admitted) {
+          res.setHeader('connection', 'close')
+          sendRefusal(res, sizeRefusal)
+        } else {
+          settled = true
+          refuse(req, res, sizeRefusal, next)
+        }
+      },
+    })
+    // The client went away before the body was over: an admitted upload is charged what came.
+    req.once('close', () => {
+      body.stop()
+      chargeWhenOver()
+    })
+
+    if (bytes === undefined && concurrent === undefined) {
+      if (body.state === 'cut') return
+      admitted = true
+      next()
+      return
+    }
+
+    const admit = async (): Promise<void> => {
+      const key = identify(req)
+      identity = validIdentity(OWNER, typeof key === 'string' ? key : await key)
+      // Cut off past maxBytes while the identity was being resolved: charged, and already answered.
+      chargeWhenOver()
+      if (settled) return
+      let peek: Decision | undefined
+      if (bytes !== undefined) {
+        peek = await bytes.peek(identity)
+        if (settled) return
+        const answer = budgetRefusal(peek, declared)
+        if (answer !== undefined) {
+          refuseUnread(answer)
+          return
+        }
+      }
+      let lease: Lease | undefined
+      if (concurrent !== undefined && concurrentPolicy !== undefined) {
+        lease = await concurrent.acquire(identity)
+        if (settled || responseClosed) {
+          // Cut off past maxBytes, or the client went away, while the lease was being acquired.
+          void lease.release()
+          return
+        }
+        if (!lease.allowed) {
+          refuseUnread(refusal(lease, concurrentPolicy))
+          return
+        }
+        holdLease(lease, res)
+      }
+      const fields: Record<string, string>[] = []
+      if (peek !== undefined && bytesPolicy !== undefined) fields.push(rateLimitHeaders(peek, bytesPolicy))
+      if (lease !== undefined && concurrentPolicy !== undefined) {
+        fields.push(rateLimitHeaders(lease, concurrentPolicy))
+      }
+      for (const [name, value] of Object.entries(mergeRateLimitHeaders(fields))) res.setHeader(name, value)
+      admitted = true
+      // The body may be over already (a small one arrives with the headers).
+      chargeWhenOver()
+      next()
+    }
+    admit().catch((error: unknown) => {
+      settled = true
+      uncharged = true
+      body.stop()
+      next(error)
+    })
+  }
+}
+
+type BodyState = 'reading' | 'complete' | 'cut' | 'stopped'
+
+interface CountedBody {
+  readonly received: number
+  readonly state: BodyState
+  /** Stops counting and passing on what comes next (a refused upload or a request gone). */
+  stop(): void
+}
+
+/**
+ * Counts the body of `req` as Node's HTTP parser hands it over (`req.push`), before any reader sees it: the count
+ * is the same whether the route reads through 'data', `read()`, `pipe` or a body parser, and counting reads nothing
+ * (a 'data' listener would switch the stream to flowing mode and race the route for the bytes). Past `maxBytes`
+ * nothing more is passed on: not the chunk that went past, not the end of the body.
+ */
+function countBody(req: IncomingMessage, maxBytes: number, on: { ended(): void; cut(): void }): CountedBody {
+  // What arrived before this middleware ran, still in the stream's buffer.
+  let received = req.readableLength
+  let state: BodyState = 'reading'
+  const push = req.push
+  const counted: CountedBody = {
+    get received() {
+      return received
+    },
+    get state() {
+      return state
+    },
+    stop() {
+      if (state === 'reading') state = 'stopped'
+    },
+  }
+  req.push = function countingPush(this: IncomingMessage, chunk: unknown, encoding?: BufferEncoding) {
+    if (state !== 'reading') {
+      // Cut off or refused: read and drop what the client still sends until the connection closes, so that its
+      // unread bytes do not turn the close into a reset that could lose the answer.
+      return true
+    }
+    if (chunk === null) {
+      state = 'complete'
+      const more = push.call(this, chunk, encoding)
+      on.ended()
+      return more
+    }
+    received += typeof chunk === 'string' ? Buffer.byteLength(chunk, encoding) : (chunk as Uint8Array).length
+    if (received > maxBytes) {
+      state = 'cut'
+      on.cut()
+      return true
+    }
+    return push.call(this, chunk, encoding)
+  }
+  if (received > maxBytes) {
+    state = 'cut'
+    // After the caller has its handlers in place.
+    queueMicrotask(() => on.cut())
+  } else if (req.complete) {
+    state = 'complete'
+    queueMicrotask(() => on.ended())
+  }
+  return counted
+}
+
+/** The declared `Content-Length`, when there is one (Node's parser has refused malformed and conflicting ones). */
+function declaredLength(req: IncomingMessage): number | undefined {
+  const header = req.headers['content-length']
+  if (header === undefined) return undefined
+  const length = Number(header)
+  return Number.isSafeInteger(length) && length >= 0 ? length : undefined
+}
+
+function defaultOnLimited(_req: IncomingMessage, res: ServerResponse, answer: Refusal): void {
+  sendRefusal(res, answer)
+}
