@@ -1,11 +1,18 @@
-/** Longest delay `setTimeout` honours; beyond it Node fires after 1 ms (the overflow rate-limiter-flexible #71 hit). */
+/** Longest delay `setTimeout` honours in Node and browsers; beyond it the timer fires at once (rate-limiter-flexible #71). */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
-/** Resolves after `ms` (unref'd timer, long delays chained); rejects with the signal's reason when aborted. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/**
+ * Resolves after `ms` (long delays chained); rejects with the signal's reason when aborted. The timer is unref'd
+ * (a limiter's wait must not keep a process alive) unless `keepAlive`: a client's wait between two attempts is the
+ * work its caller awaits. Uses no Node API but `unref` where there is one, so browsers can run it too.
+ */
+export function sleep(ms: number, signal?: AbortSignal, { keepAlive = false } = {}): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason)
-    let timer: NodeJS.Timeout
+    if (signal?.aborted) {
+      reject(signal.reason)
+      return
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined
     const onAbort = () => {
       clearTimeout(timer)
       reject(signal?.reason)
@@ -19,7 +26,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
         },
         Math.min(left, MAX_TIMER_MS),
       )
-      timer.unref()
+      if (!keepAlive) (timer as { unref?: () => void }).unref?.()
     }
     signal?.addEventListener('abort', onAbort, { once: true })
     wait(Math.max(0, ms))

@@ -3,6 +3,7 @@ import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
 import { isOptionsObject } from '../core/validate.js'
+import { holdForResponse } from './heldLease.js'
 import type { Middleware } from './middleware.js'
 import { validIdentity } from './rateLimit.js'
 import type { RateLimitPolicy } from './rateLimitHeaders.js'
@@ -57,31 +58,6 @@ export function concurrencyGuard<Req extends IncomingMessage = IncomingMessage>(
     quota: limiter.limit,
     unit: 'concurrent-requests',
   })
-  const renewEveryMs = Math.max(1, Math.floor(limiter.leaseMs / 3))
-
-  /** Holds `lease` until the response is over, renewing it meanwhile; lets go exactly once. */
-  const hold = (lease: Lease, res: ServerResponse) => {
-    let held = true
-    const renewal = setInterval(() => {
-      void lease.renew().then((kept) => {
-        // Lost with every slot taken by others: renewing again would only take a slot back from them.
-        if (!kept) clearInterval(renewal)
-      })
-    }, renewEveryMs)
-    renewal.unref()
-    const release = () => {
-      if (!held) return
-      held = false
-      clearInterval(renewal)
-      res.off('finish', release)
-      res.off('close', release)
-      void lease.release()
-    }
-    // 'finish': the response was handed to the socket; 'close': after it, or when the client aborts or the socket
-    // fails (Node destroys the socket on a socket error, which closes the response).
-    res.once('finish', release)
-    res.once('close', release)
-  }
 
   return (req, res, next) => {
     // A client gone while the lease was being acquired: the response closed before it could hold one.
@@ -105,7 +81,7 @@ export function concurrencyGuard<Req extends IncomingMessage = IncomingMessage>(
         void lease.release()
         return
       }
-      hold(lease, res)
+      holdForResponse(lease, limiter.leaseMs, res)
       setRateLimitHeaders(res, lease, policy)
       next()
     }

@@ -4,6 +4,7 @@ import { ConcurrencyLimiter } from '../core/limiters/concurrencyLimit.js'
 import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { RateLimiter } from '../core/rateLimiter.js'
 import { isOptionsObject } from '../core/validate.js'
+import { renewWhileHeld } from './heldLease.js'
 import { validIdentity } from './rateLimit.js'
 import { mergeRateLimitHeaders, type RateLimitPolicy, rateLimitHeaders } from './rateLimitHeaders.js'
 import { type Refusal, refusal } from './refusal.js'
@@ -78,7 +79,6 @@ export function jobAdmission(options: JobAdmissionOptions): JobAdmission {
   })
   const bytesPolicy: RateLimitPolicy | undefined =
     pendingBytes === undefined ? undefined : Object.freeze({ ...pendingBytes.policy, unit: 'content-bytes' })
-  const renewEveryMs = Math.max(1, Math.floor(jobs.leaseMs / 3))
 
   return {
     async admit(identity, bytes = 0) {
@@ -99,13 +99,7 @@ export function jobAdmission(options: JobAdmissionOptions): JobAdmission {
         headers.push(rateLimitHeaders(taken, bytesPolicy))
       }
 
-      const renewal = setInterval(() => {
-        void lease.renew().then((kept) => {
-          // Lost with every slot taken by others: renewing again would only take a slot back from them.
-          if (!kept) clearInterval(renewal)
-        })
-      }, renewEveryMs)
-      renewal.unref()
+      const stopRenewing = renewWhileHeld(lease, jobs.leaseMs)
       let released: Promise<void> | undefined
       return {
         allowed: true,
@@ -114,7 +108,7 @@ export function jobAdmission(options: JobAdmissionOptions): JobAdmission {
         headers: Object.freeze(mergeRateLimitHeaders(headers)),
         release() {
           if (released !== undefined) return released
-          clearInterval(renewal)
+          stopRenewing()
           const refund =
             pendingBytes !== undefined && bytes > 0
               ? pendingBytes.refund(identity, bytes).then(() => undefined)

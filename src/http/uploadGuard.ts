@@ -6,6 +6,7 @@ import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimi
 import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { RateLimiter } from '../core/rateLimiter.js'
 import { isOptionsObject, positiveInteger } from '../core/validate.js'
+import { holdForResponse } from './heldLease.js'
 import type { Middleware } from './middleware.js'
 import { validIdentity } from './rateLimit.js'
 import { mergeRateLimitHeaders, type RateLimitPolicy, rateLimitHeaders } from './rateLimitHeaders.js'
@@ -189,29 +190,7 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
   }
 
   const holdLease = (lease: Lease, res: ServerResponse) => {
-    if (concurrent === undefined) return
-    let held = true
-    const renewal = setInterval(
-      () => {
-        void lease.renew().then((kept) => {
-          // Lost with every slot taken by others: renewing again would only take a slot back from them.
-          if (!kept) clearInterval(renewal)
-        })
-      },
-      Math.max(1, Math.floor(concurrent.leaseMs / 3)),
-    )
-    renewal.unref()
-    const release = () => {
-      if (!held) return
-      held = false
-      clearInterval(renewal)
-      res.off('finish', release)
-      res.off('close', release)
-      void lease.release()
-    }
-    // 'close' follows 'finish', and comes alone when the client aborts or the socket fails.
-    res.once('finish', release)
-    res.once('close', release)
+    if (concurrent !== undefined) holdForResponse(lease, concurrent.leaseMs, res)
   }
 
   return (req, res, next) => {
