@@ -11,8 +11,8 @@
  *   store, `standardHeaders: 'draft-8'`, the draft tollbooth follows, and no legacy headers);
  * - plain Fastify 5, Fastify + `tollbooth/fastify` (fixedWindow on a MemoryStore) and Fastify + @fastify/rate-limit
  *   (its memory store, default headers);
- * - on Redis: Express + tollbooth and Fastify + tollbooth on a RedisStore, Fastify + @fastify/rate-limit on ioredis.
- *   express-rate-limit's Redis store (rate-limit-redis) is not a dependency of this project: that row is absent.
+ * - on Redis: Express + tollbooth and Fastify + tollbooth on a RedisStore, Express + express-rate-limit on its Redis
+ *   store (rate-limit-redis, over ioredis), Fastify + @fastify/rate-limit on ioredis.
  * Every limiter is a fixed window of LIMIT requests per WINDOW_MS (what both peers implement), far beyond what the
  * load can spend: nothing is refused, what is measured is the overhead. The identity is the `x-bench-user` header,
  * spread over USERS values, read by each limiter's key function (`identify`, `keyGenerator`).
@@ -40,6 +40,7 @@ import express from 'express'
 import { rateLimit as expressRateLimit } from 'express-rate-limit'
 import Fastify from 'fastify'
 import { Redis, type RedisOptions } from 'ioredis'
+import { RedisStore as RateLimitRedisStore, type RedisReply } from 'rate-limit-redis'
 import { fixedWindow, RedisStore, type Store } from 'tollbooth'
 import { tollboothRateLimit } from 'tollbooth/fastify'
 import { rateLimit } from 'tollbooth/http'
@@ -67,6 +68,7 @@ const KEYS = [
   'fastifyTollbooth',
   'fastifyRateLimit',
   'expressTollboothRedis',
+  'expressRateLimitRedis',
   'fastifyTollboothRedis',
   'fastifyRateLimitRedis',
 ] as const
@@ -81,6 +83,7 @@ const NAMES: Record<Key, string> = {
   fastifyTollbooth: 'Fastify + tollbooth, memory',
   fastifyRateLimit: 'Fastify + @fastify/rate-limit, memory',
   expressTollboothRedis: 'Express + tollbooth, Redis',
+  expressRateLimitRedis: 'Express + express-rate-limit, Redis',
   fastifyTollboothRedis: 'Fastify + tollbooth, Redis',
   fastifyRateLimitRedis: 'Fastify + @fastify/rate-limit, Redis',
 }
@@ -94,6 +97,7 @@ const COMPARISONS: { this: Key; versus: Key; target?: number }[] = [
   { this: 'fastifyTollbooth', versus: 'fastifyRateLimit', target: 1.0 },
   { this: 'fastifyTollbooth', versus: 'fastifyPlain' },
   { this: 'fastifyRateLimit', versus: 'fastifyPlain' },
+  { this: 'expressTollboothRedis', versus: 'expressRateLimitRedis', target: 1.0 },
   { this: 'fastifyTollboothRedis', versus: 'fastifyRateLimitRedis', target: 1.0 },
   { this: 'expressTollboothRedis', versus: 'expressPlain' },
   { this: 'fastifyTollboothRedis', versus: 'fastifyPlain' },
@@ -142,7 +146,8 @@ async function serve(key: Key, redisPort: number): Promise<void> {
     if (key === 'expressTollbooth') app.use(rateLimit({ limiter: limiter(), identify }))
     if (key === 'expressTollboothRedis')
       app.use(rateLimit({ limiter: limiter(await tollboothStore()), identify }))
-    if (key === 'expressRateLimit') {
+    if (key === 'expressRateLimit' || key === 'expressRateLimitRedis') {
+      const client = key === 'expressRateLimitRedis' ? await redis() : undefined
       app.use(
         expressRateLimit({
           windowMs: WINDOW_MS,
@@ -150,6 +155,15 @@ async function serve(key: Key, redisPort: number): Promise<void> {
           standardHeaders: 'draft-8',
           legacyHeaders: false,
           keyGenerator: (req) => identityOf(req.headers),
+          ...(client === undefined
+            ? {}
+            : {
+                store: new RateLimitRedisStore({
+                  prefix: 'bench-http-erl:',
+                  sendCommand: (command: string, ...args: string[]) =>
+                    client.call(command, ...args) as Promise<RedisReply>,
+                }),
+              }),
         }),
       )
     }
@@ -412,9 +426,6 @@ function report(results: ReadonlyMap<Key, Round[]>, started: number): void {
     console.log(`${label.padEnd(78)} ${paired.toFixed(2)}× req/s (paired)   ${target}`)
     console.log(`${''.padEnd(78)} ${cpu.toFixed(2)}× server CPU per request (theirs/mine)`)
   }
-  console.log(
-    '\nexpress-rate-limit on Redis: not measured (its Redis store, rate-limit-redis, is not a dependency of this project)',
-  )
   console.log(
     `load average after: ${loadAverage()}; total ${((performance.now() - started) / 1000).toFixed(0)} s`,
   )
