@@ -146,8 +146,12 @@ export function createRestRoutes({
     handle(req, res) {
       const path = (req.url ?? '/').split('?')[0]
       if (req.method !== 'POST' || (path !== '/login' && path !== '/upload')) return false
-      if (path === '/login') void handleLogin(req, res)
-      else handleUpload(req, res)
+      if (path === '/login') {
+        // A client that aborts its body makes the read reject: nothing to answer, the connection is gone.
+        handleLogin(req, res).catch(() => req.destroy())
+      } else {
+        handleUpload(req, res)
+      }
       return true
     },
     limits: [

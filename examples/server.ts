@@ -72,7 +72,7 @@ const registry = new Registry()
 collectDefaultMetrics({ register: registry })
 const metrics = createPrometheusMetrics({ registry })
 
-/** The recommended ioredis settings (README, "Recommended ioredis settings"). */
+/** The recommended ioredis settings (docs/core.md, "Recommended ioredis settings"). */
 const client: Redis | Cluster | undefined = clusterNodes
   ? new Cluster(parseNodes(clusterNodes), {
       redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 1000 },

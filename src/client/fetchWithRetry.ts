@@ -102,12 +102,21 @@ function isRequest(input: unknown): input is Request {
 
 /** Whether the request may be sent again: an idempotent method or an `Idempotency-Key`, and a body that can be. */
 function mayRepeat(request: Request | undefined, init: RequestInit | undefined): boolean {
-  // A stream given in `init` is read by the first attempt and cannot be sent twice.
-  const body = init?.body as { getReader?: unknown } | null | undefined
-  if (typeof body === 'object' && body !== null && typeof body.getReader === 'function') return false
+  // Only a body that can be sent again as it was is repeatable; a stream, an async iterable or anything else is read
+  // by the first attempt (a retry would send it empty).
+  if (!repeatableBody(init?.body)) return false
   const method = (init?.method ?? request?.method ?? 'GET').toUpperCase()
   if (IDEMPOTENT_METHODS.has(method)) return true
   // As fetch does, headers given in `init` replace the Request's own.
   const headers = new Headers(init?.headers ?? request?.headers)
   return headers.has('idempotency-key')
+}
+
+/** Bodies fetch can send twice: none, text, bytes, a Blob, form data or URL parameters. */
+function repeatableBody(body: unknown): boolean {
+  if (body === undefined || body === null || typeof body === 'string') return true
+  if (ArrayBuffer.isView(body) || body instanceof ArrayBuffer) return true
+  if (typeof Blob !== 'undefined' && body instanceof Blob) return true
+  if (typeof FormData !== 'undefined' && body instanceof FormData) return true
+  return typeof URLSearchParams !== 'undefined' && body instanceof URLSearchParams
 }

@@ -38,6 +38,16 @@ export function serverWaitMs(
   source: RetryAfterSource | undefined,
   now: number = Date.now(),
 ): number | undefined {
+  const wait = anyServerWaitMs(source, now)
+  // A wait longer than a timer can hold would fire at once (and a client would hammer the server): it is held at
+  // the longest one, about 24.8 days; a caller that will not wait that long gives up on its own bound.
+  return wait === undefined ? undefined : Math.min(wait, MAX_WAIT_MS)
+}
+
+/** The longest wait `setTimeout` honours (2^31 − 1 ms). */
+export const MAX_WAIT_MS = 2 ** 31 - 1
+
+function anyServerWaitMs(source: RetryAfterSource | undefined, now: number): number | undefined {
   if (source === undefined || source === null || typeof source !== 'object') return undefined
   if (Array.isArray(source)) return graphqlWaitMs(source)
   if ('errors' in source && Array.isArray(source.errors)) return graphqlWaitMs(source.errors)

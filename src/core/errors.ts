@@ -1,6 +1,6 @@
 /**
  * Every error tollbooth throws carries a stable `code`; match on `.code`, not on `instanceof` (two copies of the
- * package in one tree would break `instanceof`). All codes are listed in the README.
+ * package in one tree would break `instanceof`). All codes are listed in docs/core.md.
  */
 export const ErrorCodes = {
   /** An option given to a constructor or factory is missing, of the wrong type or out of range. */

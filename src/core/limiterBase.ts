@@ -19,7 +19,7 @@ export interface LimiterOptions {
   name: string
   /** Where state lives. @default a new MemoryStore */
   store?: Store
-  /** What to answer while the store fails; see the README. @default 'open' */
+  /** What to answer while the store fails; see docs/core.md, "Fail policy". @default 'open' */
   failPolicy?: FailPolicy
   /** Retry-After of denials under `failPolicy: 'closed'`, in milliseconds. @default 1000 */
   failClosedRetryAfterMs?: number

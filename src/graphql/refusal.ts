@@ -1,7 +1,7 @@
 import { GraphQLError } from 'graphql'
 
 /**
- * Every `extensions.code` a refused operation can carry (listed in the README). A refusal is a well-formed GraphQL
+ * Every `extensions.code` a refused operation can carry (listed in docs/graphql.md). A refusal is a well-formed GraphQL
  * response; no resolver of the refused operation runs.
  */
 export const RefusalCodes = {

@@ -29,7 +29,7 @@ export {
   rateLimit,
   rateLimitCheck,
 } from './rateLimit.js'
-export { type Refusal, refusal, sendRefusal, setRateLimitHeaders } from './refusal.js'
+export { addRateLimitHeaders, type Refusal, refusal, sendRefusal, setRateLimitHeaders } from './refusal.js'
 export { type IdentityOptions, requestIdentity } from './requestIdentity.js'
 export {
   UPLOAD_SIZE_POLICY,

@@ -68,7 +68,10 @@ export function jobAdmission(options: JobAdmissionOptions): JobAdmission {
   }
   if (
     pendingBytes !== undefined &&
-    (!(pendingBytes instanceof RateLimiter) || pendingBytes instanceof LeakyBucketLimiter)
+    (!(pendingBytes instanceof RateLimiter) ||
+      pendingBytes instanceof LeakyBucketLimiter ||
+      // A window gives its whole limit back at its end, pending or not: only a bucket bounds what is pending.
+      pendingBytes.algorithm !== 'tokenBucket')
   ) {
     throw invalidOption(OWNER, 'pendingBytes', 'a rate limiter counting bytes (a tokenBucket)', pendingBytes)
   }

@@ -10,7 +10,7 @@ import { isOptionsObject } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
 import type { Middleware } from './middleware.js'
 import { mergeRateLimitHeaders, rateLimitHeaders } from './rateLimitHeaders.js'
-import { type Refusal, refusal, sendRefusal } from './refusal.js'
+import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
 
 const OWNER = 'loginGuard'
@@ -250,8 +250,7 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
         sendRefusal(res, answer)
         return
       }
-      if (!res.headersSent)
-        for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value)
+      if (!res.headersSent) addRateLimitHeaders(res, answer.headers)
       if (answer.delayMs <= 0) {
         next()
         return
@@ -275,9 +274,14 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
 
 /** The default `normalize`: `' Alice@Example.COM '` and `'ａｌｉｃｅ@example.com'` both count as `alice@example.com`. */
 export function normalizeAccount(account: string): string {
-  // NFKC before trim: it turns full-width and other compatibility spaces into ones trim removes.
-  return account.normalize('NFKC').trim().toLowerCase()
+  // NFKC before trim: it turns full-width and other compatibility spaces into ones trim removes. Invisible
+  // characters (zero-width spaces and joiners, soft hyphens, variation selectors) and control characters go: many
+  // lookups ignore them, and each would otherwise open a fresh budget for the same account.
+  return account.normalize('NFKC').replace(INVISIBLE, '').trim().toLowerCase()
 }
+
+/** Default-ignorable code points and control characters. */
+const INVISIBLE = /[\p{Default_Ignorable_Code_Point}\p{Cc}]/gu
 
 /** JSON keeps the pair unambiguous whatever either part contains. */
 function pair(identity: string, account: string): string {

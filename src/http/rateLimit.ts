@@ -8,7 +8,7 @@ import { sleep } from '../core/sleep.js'
 import { isOptionsObject, MAX_KEY_LENGTH } from '../core/validate.js'
 import type { Middleware } from './middleware.js'
 import { rateLimitHeaders } from './rateLimitHeaders.js'
-import { type Refusal, refusal, sendRefusal } from './refusal.js'
+import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
 
 /** What `rateLimitCheck` needs to decide on a request; `rateLimit` adds how a refusal is answered. */
@@ -21,11 +21,12 @@ export interface RateLimitCheckOptions<Req extends IncomingMessage = IncomingMes
    */
   limiter: RateLimiter | ((req: Req) => RateLimiter | Promise<RateLimiter>)
   /**
-   * What a request costs (may be async): a positive finite number. Anything else is an error handed to `next`, never
-   * a free pass. A cost above what the limiter can ever admit is refused with 400.
+   * What a request costs: a positive finite number, or a function of the request returning one (may be async). A
+   * function's other answers are errors handed to `next`, never a free pass. A cost above what the limiter can ever
+   * admit is refused with 400.
    * @default 1
    */
-  cost?: (req: Req) => number | Promise<number>
+  cost?: number | ((req: Req) => number | Promise<number>)
   /** Requests for which this returns true (may be async) spend nothing and carry no RateLimit fields. */
   skip?: (req: Req) => boolean | Promise<boolean>
 }
@@ -116,8 +117,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
   return (req, res, next) => {
     const answer = (result: RateLimitResult) => {
       if ('allowed' in result) {
-        if (!res.headersSent)
-          for (const name in result.headers) res.setHeader(name, result.headers[name] as string)
+        if (!res.headersSent) addRateLimitHeaders(res, result.headers)
         next()
         return
       }
@@ -152,7 +152,8 @@ function createDecider<Req extends IncomingMessage>(
   owner: string,
   options: RateLimitCheckOptions<Req>,
 ): (req: Req) => RateLimitResult | Promise<RateLimitResult> {
-  const { limiter, cost, skip } = options
+  const { limiter, skip } = options
+  const { cost, constantCost } = costOption(owner, options.cost)
   if (limiter instanceof ConcurrencyLimiter) {
     throw invalidOption(
       owner,
@@ -169,7 +170,6 @@ function createDecider<Req extends IncomingMessage>(
       limiter,
     )
   }
-  if (cost !== undefined && typeof cost !== 'function') throw invalidOption(owner, 'cost', 'a function', cost)
   if (skip !== undefined && typeof skip !== 'function') throw invalidOption(owner, 'skip', 'a function', skip)
   const identify = requestIdentity(owner, options)
   const fixed = limiter instanceof RateLimiter ? limiter : undefined
@@ -188,7 +188,7 @@ function createDecider<Req extends IncomingMessage>(
     if (skip !== undefined && (await skip(req))) return SKIPPED
     const chosen = fixed ?? (await limiterOf(req))
     const key = validIdentity(owner, await (knownKey ?? identify(req)))
-    const amount = cost === undefined ? 1 : validCost(owner, await cost(req))
+    const amount = cost === undefined ? constantCost : validCost(owner, await cost(req))
     return settle(await chosen.consume(key, amount), chosen)
   }
 
@@ -196,9 +196,9 @@ function createDecider<Req extends IncomingMessage>(
   return (req) => {
     const key = identify(req)
     if (typeof key !== 'string') return decideAsync(req, key)
-    const now = fixed.decideNow(validIdentity(owner, key), 1)
+    const now = fixed.decideNow(validIdentity(owner, key), constantCost)
     if (now !== undefined) return settle(now, fixed)
-    return fixed.consume(key, 1).then((decision) => settle(decision, fixed))
+    return fixed.consume(key, constantCost).then((decision) => settle(decision, fixed))
   }
 }
 
@@ -233,4 +233,18 @@ function validCost(owner: string, amount: unknown): number {
     throw invalidArgument(owner, 'cost(req)', 'a positive finite number', amount)
   }
   return amount
+}
+
+/** The `cost` option: a function of the request, or one number for every request (1 when not given). */
+function costOption<Req>(
+  owner: string,
+  cost: RateLimitCheckOptions<IncomingMessage>['cost'] | ((req: Req) => number | Promise<number>),
+): { cost: ((req: Req) => number | Promise<number>) | undefined; constantCost: number } {
+  if (cost === undefined) return { cost: undefined, constantCost: 1 }
+  if (typeof cost === 'function')
+    return { cost: cost as (req: Req) => number | Promise<number>, constantCost: 1 }
+  if (typeof cost !== 'number' || !Number.isFinite(cost) || cost <= 0) {
+    throw invalidOption(owner, 'cost', 'a positive finite number or a function of the request', cost)
+  }
+  return { cost: undefined, constantCost: cost }
 }

@@ -40,8 +40,27 @@ export function refusal(
 
 /** Sets the RateLimit fields (and `Retry-After` on a denial) of `decision` under `policy`, unless already sent. */
 export function setRateLimitHeaders(res: ServerResponse, decision: Decision, policy: RateLimitPolicy): void {
+  addRateLimitHeaders(res, rateLimitHeaders(decision, policy))
+}
+
+/**
+ * Adds `headers` to a response that an earlier guard may already have given its own: `RateLimit` and
+ * `RateLimit-Policy` are Structured Field lists, so a second guard's items join the first's (a request spends from
+ * both budgets, and the client should see both); `Retry-After` keeps the longer wait; any other header is set.
+ */
+export function addRateLimitHeaders(res: ServerResponse, headers: Readonly<Record<string, string>>): void {
   if (res.headersSent) return
-  for (const [name, value] of Object.entries(rateLimitHeaders(decision, policy))) res.setHeader(name, value)
+  for (const name in headers) {
+    const value = headers[name] as string
+    const lower = name.toLowerCase()
+    const existing =
+      lower === 'ratelimit' || lower === 'ratelimit-policy' || lower === 'retry-after'
+        ? res.getHeader(name)
+        : undefined
+    if (typeof existing !== 'string' || existing === '') res.setHeader(name, value)
+    else if (lower === 'retry-after') res.setHeader(name, String(Math.max(Number(existing), Number(value))))
+    else res.setHeader(name, `${existing}, ${value}`)
+  }
 }
 
 /** Writes `answer` to a Node response; a response already started is only ended. */
@@ -51,7 +70,7 @@ export function sendRefusal(res: ServerResponse, answer: Refusal): void {
     return
   }
   res.statusCode = answer.status
-  for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value)
+  addRateLimitHeaders(res, answer.headers)
   res.end(JSON.stringify(answer.body))
 }
 

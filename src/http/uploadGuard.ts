@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../core/decision.js'
-import { invalidOption } from '../core/errors.js'
+import { ErrorCodes, invalidOption, TollboothError } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
 import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
@@ -10,7 +10,7 @@ import { holdForResponse } from './heldLease.js'
 import type { Middleware } from './middleware.js'
 import { validIdentity } from './rateLimit.js'
 import { mergeRateLimitHeaders, type RateLimitPolicy, rateLimitHeaders } from './rateLimitHeaders.js'
-import { type Refusal, refusal, sendRefusal } from './refusal.js'
+import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
 
 /** What an admitted upload was charged to its identity's byte budget, reported once per upload. */
@@ -102,18 +102,7 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
 ): Middleware<Req> {
   if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
   checkOptionKeys(OWNER, options, OPTIONS)
-  const maxBytes = positiveInteger(OWNER, 'maxBytes', options.maxBytes)
-  const { bytes, concurrent } = options
-  if (bytes !== undefined && (!(bytes instanceof RateLimiter) || bytes instanceof LeakyBucketLimiter)) {
-    throw invalidOption(OWNER, 'bytes', 'a tokenBucket, slidingWindow or fixedWindow counting bytes', bytes)
-  }
-  // An upload the budget can never be charged for would be refused (or undercharged) whatever the budget holds.
-  if (bytes !== undefined && maxBytes > bytes.maxCost) {
-    throw invalidOption(OWNER, 'maxBytes', `at most the capacity of "bytes" (${bytes.maxCost})`, maxBytes)
-  }
-  if (concurrent !== undefined && !(concurrent instanceof ConcurrencyLimiter)) {
-    throw invalidOption(OWNER, 'concurrent', 'a concurrency limiter (concurrencyLimit)', concurrent)
-  }
+  const admission = uploadAdmission(OWNER, options)
   const onLimited = options.onLimited ?? defaultOnLimited
   if (typeof onLimited !== 'function') throw invalidOption(OWNER, 'onLimited', 'a function', onLimited)
   const { onCharged } = options
@@ -121,6 +110,97 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
     throw invalidOption(OWNER, 'onCharged', 'a function', onCharged)
   }
   const identify = requestIdentity(OWNER, options)
+
+  return (req, res, next) => {
+    // A body parser that ran first has read the body already: nothing would be counted, nothing cut off.
+    if (bodyAlreadyRead(req)) {
+      next(
+        new TollboothError(
+          ErrorCodes.INVALID_OPTION,
+          `${OWNER}: the request body was read before the guard (a body parser ran first): put uploadGuard before any body parser, app-wide ones included`,
+        ),
+      )
+      return
+    }
+    admission.start(req, {
+      res,
+      identify: () => identify(req),
+      refuse: (answer) => {
+        try {
+          const pending = onLimited(req, res, answer)
+          if (pending instanceof Promise) pending.then(undefined, next)
+        } catch (error) {
+          next(error)
+        }
+      },
+      cutOff: (answer) => sendRefusal(res, answer),
+      setHeaders: (fields) => {
+        addRateLimitHeaders(res, fields)
+      },
+      admit: () => next(),
+      fail: next,
+      ...(onCharged === undefined ? {} : { charged: (charge: UploadCharge) => onCharged(req, charge) }),
+    })
+  }
+}
+
+/** The limits an upload admission enforces: `uploadGuard`'s options without the framework's callbacks. */
+export interface UploadLimits {
+  maxBytes: number
+  bytes?: RateLimiter | undefined
+  concurrent?: ConcurrencyLimiter | undefined
+}
+
+/**
+ * What differs between the servers an upload is admitted for (node:http and Express, Fastify): how the request's
+ * identity is read, how answers are sent and the route is reached. The admission owns the raw request and response.
+ */
+export interface UploadExchange {
+  /** The raw response: its 'close' and 'finish' end the upload's lease and the connection of a cut-off upload. */
+  readonly res: ServerResponse
+  /** The identity of the upload's budget and lease (may be async); what it throws goes to `fail`. */
+  identify(): string | Promise<string>
+  /** Answers a refusal made before the route got the request (`Connection: close` is already set). */
+  refuse(answer: Refusal): void
+  /**
+   * Answers the 413 of a body cut off past `maxBytes` after the route got the request, before it answered
+   * (`Connection: close` is already set; the request is destroyed once the answer is out).
+   */
+  cutOff(answer: Refusal): void
+  /** Sets the RateLimit fields of an admitted upload on the answer to come. */
+  setHeaders(fields: Record<string, string>): void
+  /** Hands the request to the route. */
+  admit(): void
+  /** Hands an error of `identify` or of a store to the server's error path. */
+  fail(error: unknown): void
+  /** Reports what an admitted upload was charged (only with a byte budget); what it throws is ignored. */
+  charged?(charge: UploadCharge): void
+}
+
+/** An upload admission: `start` it for each request, before anything reads the body. */
+export interface UploadAdmission {
+  readonly maxBytes: number
+  start(req: IncomingMessage, exchange: UploadExchange): void
+}
+
+/**
+ * The framework-free core of an upload guard: size, byte budget and simultaneous uploads, counting the body of the
+ * raw request as Node's parser hands it over and charging what arrived. The limits are checked here (at startup),
+ * naming `owner` in errors; adapters check their own callbacks.
+ */
+export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmission {
+  const maxBytes = positiveInteger(owner, 'maxBytes', limits.maxBytes)
+  const { bytes, concurrent } = limits
+  if (bytes !== undefined && (!(bytes instanceof RateLimiter) || bytes instanceof LeakyBucketLimiter)) {
+    throw invalidOption(owner, 'bytes', 'a tokenBucket, slidingWindow or fixedWindow counting bytes', bytes)
+  }
+  // An upload the budget can never be charged for would be refused (or undercharged) whatever the budget holds.
+  if (bytes !== undefined && maxBytes > bytes.maxCost) {
+    throw invalidOption(owner, 'maxBytes', `at most the capacity of "bytes" (${bytes.maxCost})`, maxBytes)
+  }
+  if (concurrent !== undefined && !(concurrent instanceof ConcurrencyLimiter)) {
+    throw invalidOption(owner, 'concurrent', 'a concurrency limiter (concurrencyLimit)', concurrent)
+  }
 
   const sizePolicy: RateLimitPolicy = Object.freeze({
     name: UPLOAD_SIZE_POLICY,
@@ -146,21 +226,18 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
   })
   const sizeRefusal = refusal(tooLarge, sizePolicy, 413)
 
-  const refuse = (req: Req, res: ServerResponse, answer: Refusal, next: (error?: unknown) => void) => {
+  const refuse = (exchange: UploadExchange, answer: Refusal) => {
     // The body is not read: ending the connection after the answer is what keeps Node from reading it to reuse it.
-    if (!res.headersSent) res.setHeader('connection', 'close')
-    try {
-      const pending = onLimited(req, res, answer)
-      if (pending instanceof Promise) pending.then(undefined, next)
-    } catch (error) {
-      next(error)
-    }
+    if (!exchange.res.headersSent) exchange.res.setHeader('connection', 'close')
+    exchange.refuse(answer)
   }
 
   /** The byte budget's refusal of an upload declaring `declared` bytes (or none), before its body is read. */
   const budgetRefusal = (peek: Decision, declared: number | undefined): Refusal | undefined => {
     if (bytes === undefined || bytesPolicy === undefined) return undefined
-    const need = Math.max(1, declared ?? 1)
+    // Without a declared length the body may bring up to maxBytes: the budget must hold that much, or a stream of
+    // chunked uploads each admitted on a byte of refill would never be stopped.
+    const need = Math.max(1, declared ?? Math.min(maxBytes, bytes.maxCost))
     if (peek.allowed && peek.remaining >= need) return undefined
     if (!peek.allowed) return refusal(peek, bytesPolicy)
     // A window gives its whole limit back when it ends; a bucket refills steadily.
@@ -170,7 +247,7 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
   }
 
   /** Charges the budget what arrived; a charge denied after the fact takes what is left (the bytes came anyway). */
-  const charge = async (req: Req, identity: string, received: number, complete: boolean) => {
+  const charge = async (exchange: UploadExchange, identity: string, received: number, complete: boolean) => {
     if (bytes === undefined || received === 0) return
     let decision = await bytes.consume(identity, received)
     let charged = received
@@ -183,20 +260,17 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
       }
     }
     try {
-      onCharged?.(req, { received, charged, complete, decision })
+      exchange.charged?.({ received, charged, complete, decision })
     } catch {
       // A throwing observer changes nothing about the upload.
     }
   }
 
-  const holdLease = (lease: Lease, res: ServerResponse) => {
-    if (concurrent !== undefined) holdForResponse(lease, concurrent.leaseMs, res)
-  }
-
-  return (req, res, next) => {
+  const start = (req: IncomingMessage, exchange: UploadExchange): void => {
+    const { res } = exchange
     const declared = declaredLength(req)
     if (declared !== undefined && declared > maxBytes) {
-      refuse(req, res, sizeRefusal, next)
+      refuse(exchange, sizeRefusal)
       return
     }
 
@@ -218,7 +292,7 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
       if (charged || uncharged || identity === undefined || body.state === 'reading') return
       if (!admitted && body.state !== 'cut') return
       charged = true
-      void charge(req, identity, body.received, body.state === 'complete').catch(() => {
+      void charge(exchange, identity, body.received, body.state === 'complete').catch(() => {
         // consume rejects only on an invalid key or cost, both checked before.
       })
     }
@@ -226,7 +300,7 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
       settled = true
       uncharged = true
       body.stop()
-      refuse(req, res, answer, next)
+      refuse(exchange, answer)
     }
 
     const body = countBody(req, maxBytes, {
@@ -244,10 +318,10 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
         res.once('close', destroy)
         if (admitted) {
           res.setHeader('connection', 'close')
-          sendRefusal(res, sizeRefusal)
+          exchange.cutOff(sizeRefusal)
         } else {
           settled = true
-          refuse(req, res, sizeRefusal, next)
+          refuse(exchange, sizeRefusal)
         }
       },
     })
@@ -260,13 +334,13 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
     if (bytes === undefined && concurrent === undefined) {
       if (body.state === 'cut') return
       admitted = true
-      next()
+      exchange.admit()
       return
     }
 
     const admit = async (): Promise<void> => {
-      const key = identify(req)
-      identity = validIdentity(OWNER, typeof key === 'string' ? key : await key)
+      const key = exchange.identify()
+      identity = validIdentity(owner, typeof key === 'string' ? key : await key)
       // Cut off past maxBytes while the identity was being resolved: charged, and already answered.
       chargeWhenOver()
       if (settled) return
@@ -292,26 +366,28 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
           refuseUnread(refusal(lease, concurrentPolicy))
           return
         }
-        holdLease(lease, res)
+        holdForResponse(lease, concurrent.leaseMs, res)
       }
       const fields: Record<string, string>[] = []
       if (peek !== undefined && bytesPolicy !== undefined) fields.push(rateLimitHeaders(peek, bytesPolicy))
       if (lease !== undefined && concurrentPolicy !== undefined) {
         fields.push(rateLimitHeaders(lease, concurrentPolicy))
       }
-      for (const [name, value] of Object.entries(mergeRateLimitHeaders(fields))) res.setHeader(name, value)
+      exchange.setHeaders(mergeRateLimitHeaders(fields))
       admitted = true
       // The body may be over already (a small one arrives with the headers).
       chargeWhenOver()
-      next()
+      exchange.admit()
     }
     admit().catch((error: unknown) => {
       settled = true
       uncharged = true
       body.stop()
-      next(error)
+      exchange.fail(error)
     })
   }
+
+  return { maxBytes, start }
 }
 
 type BodyState = 'reading' | 'complete' | 'cut' | 'stopped'
@@ -386,4 +462,12 @@ function declaredLength(req: IncomingMessage): number | undefined {
 
 function defaultOnLimited(_req: IncomingMessage, res: ServerResponse, answer: Refusal): void {
   sendRefusal(res, answer)
+}
+
+/** Whether something read the request's body before the guard (Express's body parsers set `_body` or `body`). */
+function bodyAlreadyRead(req: IncomingMessage): boolean {
+  const parsed = req as IncomingMessage & { _body?: unknown; body?: unknown }
+  return (
+    req.readableEnded || req.readableFlowing === true || parsed._body === true || parsed.body !== undefined
+  )
 }

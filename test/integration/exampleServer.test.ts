@@ -199,6 +199,23 @@ describe('npm start: the example server (memory store)', () => {
     expect(upload.headers.get('ratelimit-policy')).toContain('"upload-bytes";q=10485760')
   })
 
+  it('POST /login whose client aborts its body leaves the server serving', async () => {
+    const port = Number(new URL(example.url).port)
+    const raw = await rawConnect(port, '127.0.0.1')
+    raw.socket.write(
+      'POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"email":',
+    )
+    raw.socket.destroy()
+    await raw.gone
+    const after = await fetch(`${example.url}/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'carol@example.com', password: 'singer' }),
+    })
+    expect(after.status).toBe(200)
+    expect(example.child.exitCode).toBeNull()
+  })
+
   it('serves GraphiQL to a browser', async () => {
     const response = await fetch(`${example.url}/graphql`, { headers: { accept: 'text/html' } })
     expect(response.status).toBe(200)

@@ -22,7 +22,7 @@ import type { Reply, Store, StoreRequest } from './store.js'
 export interface RedisStoreOptions {
   /**
    * An ioredis (5 or 6) `Redis` or `Cluster` client; typed by what the store uses of it, so that these types need no
-   * ioredis. See the README for the recommended client settings.
+   * ioredis. See docs/core.md for the recommended client settings.
    */
   client: RedisClient
   /** Prefix of every key. Must not contain `{` or `}` (the hash tag follows it). @default 'tollbooth:' */

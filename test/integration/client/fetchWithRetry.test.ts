@@ -177,6 +177,21 @@ describe('fetchWithRetry: what is retried', () => {
     expect(server.received.map((r) => r.body)).toEqual(['streamed'])
   })
 
+  it('does not retry a body given as an async iterable (a retry would send it empty)', async () => {
+    const server = await serve(refuseThenServe(1))
+    const { fetchRetrying } = retrying()
+    async function* body() {
+      yield new TextEncoder().encode('iterated')
+    }
+    const response = await fetchRetrying(server.url, {
+      method: 'PUT',
+      body: body() as unknown as BodyInit,
+      duplex: 'half',
+    } as RequestInit & { duplex: 'half' })
+    expect(response.status).toBe(429)
+    expect(server.received.map((r) => r.body)).toEqual(['iterated'])
+  })
+
   it('does not retry other errors (500)', async () => {
     const server = await serve(() => ({ status: 500 }))
     const { fetchRetrying } = retrying()

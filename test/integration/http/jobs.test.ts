@@ -11,6 +11,7 @@ import express from 'express'
 import { afterEach, describe, expect, it } from 'vitest'
 import { ErrorCodes } from '../../../src/core/errors.js'
 import { concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
+import { fixedWindow } from '../../../src/core/limiters/fixedWindow.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import {
   type JobAdmission,
@@ -171,6 +172,11 @@ describe('jobAdmission options and arguments', () => {
         '"jobs" must be a concurrency limiter',
       ],
       [{ jobs, pendingBytes: jobs }, '"pendingBytes" must be a rate limiter counting bytes'],
+      // A window gives its whole limit back at its end, pending or not.
+      [
+        { jobs, pendingBytes: fixedWindow({ name: 'w', limit: 1000, windowMs: 200 }) },
+        '"pendingBytes" must be a rate limiter counting bytes (a tokenBucket)',
+      ],
     ]
     for (const [options, message] of attempts) {
       expect(() => jobAdmission(options as JobAdmissionOptions)).toThrow(

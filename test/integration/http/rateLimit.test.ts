@@ -137,6 +137,38 @@ describe.each(flavours)('rateLimit with %s', (flavour: Flavour) => {
     expect((await fetch(syncSkip.url)).headers.get('ratelimit')).toBeNull()
   })
 
+  it('cost: a number is spent by every request', async () => {
+    const app = await serve(flavour, rateLimit({ limiter: slowBucket('constant'), cost: 2 }))
+    const statuses: number[] = []
+    const remaining: (string | null)[] = []
+    for (let i = 0; i < 3; i++) {
+      const response = await fetch(app.url)
+      statuses.push(response.status)
+      remaining.push(response.headers.get('ratelimit'))
+    }
+    // 5 tokens: 2, 2, then 1 left for a cost of 2.
+    expect(statuses).toEqual([200, 200, 429])
+    expect(remaining.slice(0, 2)).toEqual(['"constant";r=3;t=200', '"constant";r=1;t=400'])
+  })
+
+  it('two guards on one route: the client sees both budgets, and the refusing one waits longest', async () => {
+    const outer = rateLimit({ limiter: tokenBucket({ name: 'outer', capacity: 100, refillPerSecond: 0.01 }) })
+    const inner = rateLimit({ limiter: slowBucket('inner') })
+    const both = ((req, res, next) =>
+      outer(req, res, (error) => (error ? next(error) : inner(req, res, next)))) as typeof outer
+    const app = await serve(flavour, both)
+    let last: Response | undefined
+    for (let i = 0; i < 6; i++) last = await fetch(app.url)
+    const first = await fetch(app.url)
+    expect((last as Response).status).toBe(429)
+    expect((last as Response).headers.get('ratelimit-policy')).toBe(
+      '"outer";q=100;w=10000, "inner";q=5;w=500',
+    )
+    expect((last as Response).headers.get('ratelimit')).toBe('"outer";r=94;t=600, "inner";r=0;t=100')
+    expect((last as Response).headers.get('retry-after')).toBe('100')
+    expect(first.status).toBe(429)
+  })
+
   it('cost: an async cost is spent; a cost above the capacity is a 400 without Retry-After', async () => {
     const app = await serve(
       flavour,
@@ -468,7 +500,12 @@ describe('option validation', () => {
       () => rateLimit({ limiter: concurrencyLimit({ name: 'c', max: 1, leaseMs: 1000 }) as never }),
       'rateLimit: "limiter" must be a rate limiter (a concurrencyLimit goes to concurrencyGuard), got object',
     )
-    invalid(() => rateLimit({ limiter, cost: 2 as never }), 'rateLimit: "cost" must be a function, got 2')
+    for (const cost of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, '2']) {
+      invalid(
+        () => rateLimit({ limiter, cost: cost as never }),
+        `rateLimit: "cost" must be a positive finite number or a function of the request, got ${typeof cost === 'string' ? `"${cost}"` : cost}`,
+      )
+    }
     invalid(
       () => rateLimit({ limiter, skip: true as never }),
       'rateLimit: "skip" must be a function, got true',

@@ -160,6 +160,13 @@ describe.each(flavors)('uploadGuard through %s', (flavor) => {
 
   it('hands the whole body to the route and charges exactly what arrived, with or without a length', async () => {
     const { bytes, charged, port, log } = await setup()
+    // Without a length first: it may bring up to maxBytes, so it needs the whole budget free, and is charged 300.
+    const client = await connect(port)
+    const head = requestHead('POST', '/upload', { 'Transfer-Encoding': 'chunked' })
+    await client.write(head + chunk(100) + chunk(200) + lastChunk())
+    expect(await client.response).toMatchObject({ status: 201, body: '{"stored":300}' })
+    await charged.waitFor(1)
+
     const response = await fetch(`http://127.0.0.1:${port}/upload`, { method: 'POST', body: 'x'.repeat(700) })
     expect(response.status).toBe(201)
     expect(await response.json()).toEqual({ stored: 700 })
@@ -167,20 +174,15 @@ describe.each(flavors)('uploadGuard through %s', (flavor) => {
       `"${bytes.name}";q=1000;qu="content-bytes";w=100000`,
     )
 
-    const client = await connect(port)
-    const head = requestHead('POST', '/upload', { 'Transfer-Encoding': 'chunked' })
-    await client.write(head + chunk(100) + chunk(200) + lastChunk())
-    expect(await client.response).toMatchObject({ status: 201, body: '{"stored":300}' })
-
     await charged.waitFor(2)
     expect(
       charged.charges.map(({ received, charged, complete }) => ({ received, charged, complete })),
     ).toEqual([
-      { received: 700, charged: 700, complete: true },
       { received: 300, charged: 300, complete: true },
+      { received: 700, charged: 700, complete: true },
     ])
     expect((await bytes.peek(IDENTITY)).remaining).toBe(0)
-    expect(log.stored).toEqual([700, 300])
+    expect(log.stored).toEqual([300, 700])
   })
 
   it('refuses a declared Content-Length over maxBytes with 413 before reading a byte of the body', async () => {
@@ -351,6 +353,26 @@ describe.each(storeKinds)('uploadGuard budgets and leases on the %s store', (kin
     expect(log.started).toBe(2)
   })
 
+  it('an upload without a declared length needs room for maxBytes: chunked uploads cannot drain past the budget', async () => {
+    const bytes = byteBudget(await fixture(), 2500)
+    const charged = chargeLog()
+    const guard = uploadGuard({ maxBytes: MAX_BYTES, bytes, onCharged: charged.onCharged })
+    const { port, log } = await startServer('node:http + pipe to a file', guard)
+    const head = requestHead('POST', '/upload', { 'Transfer-Encoding': 'chunked' })
+    for (let i = 0; i < 2; i++) {
+      const client = await connect(port)
+      await client.write(head + chunk(1000) + lastChunk())
+      expect((await client.response).status).toBe(201)
+    }
+    await charged.waitFor(2)
+    expect((await bytes.peek(IDENTITY)).remaining).toBe(500)
+    // 500 left: a body of unknown length may bring 1000, so it is refused before it is read.
+    const third = await connect(port)
+    await third.write(head)
+    expect((await third.response).status).toBe(429)
+    expect(log.started).toBe(2)
+  })
+
   it('caps simultaneous uploads exactly; each lease is released once: on end, on abort, on a socket error', async () => {
     const store = new ObservedStore(await fixture())
     const concurrent = concurrencyLimit({
@@ -404,6 +426,46 @@ describe.each(storeKinds)('uploadGuard budgets and leases on the %s store', (kin
     await store.waitForReleases(4)
     expect((await concurrent.peek(IDENTITY)).remaining).toBe(2)
     expect(store.releases).toBe(4)
+  })
+})
+
+describe('uploadGuard behind a body parser', () => {
+  it('is an error handed to next, not a guard that counts nothing: the route is not reached', async () => {
+    const bytes = tokenBucket({ name: 'after-parser', capacity: 10_000, refillPerSecond: 1 })
+    let reached = 0
+    const errors: unknown[] = []
+    const app = express()
+    app.use(express.raw({ type: () => true, limit: '1mb' }))
+    app.post('/upload', uploadGuard({ maxBytes: 1000, bytes }) as express.RequestHandler, (_req, res) => {
+      reached++
+      res.status(201).end()
+    })
+    app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      errors.push(error)
+      res.status(500).end()
+    })
+    const server = app.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    try {
+      const { port } = server.address() as AddressInfo
+      const response = await fetch(`http://127.0.0.1:${port}/upload`, {
+        method: 'POST',
+        body: 'x'.repeat(5000),
+      })
+      expect(response.status).toBe(500)
+      expect(reached).toBe(0)
+      expect(errors).toEqual([
+        expect.objectContaining({
+          code: ErrorCodes.INVALID_OPTION,
+          message:
+            'uploadGuard: the request body was read before the guard (a body parser ran first): put uploadGuard before any body parser, app-wide ones included',
+        }),
+      ])
+      expect((await bytes.peek('127.0.0.1')).remaining).toBe(10_000)
+    } finally {
+      server.closeAllConnections()
+      server.close()
+    }
   })
 })
 

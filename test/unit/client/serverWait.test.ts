@@ -19,6 +19,12 @@ describe('retryAfterMs', () => {
     expect(retryAfterMs(value, NOW)).toBeUndefined()
   })
 
+  it('holds a wait longer than a timer can hold at the longest one (it would fire at once)', () => {
+    expect(serverWaitMs(new Headers({ 'retry-after': '3000000' }))).toBe(2 ** 31 - 1)
+    expect(serverWaitMs({ errors: [{ message: 'x', extensions: { retryAfter: 1e300 } }] })).toBe(2 ** 31 - 1)
+    expect(serverWaitMs(new Headers({ 'retry-after': '2' }))).toBe(2000)
+  })
+
   it('says nothing for a missing header', () => {
     expect(retryAfterMs(null)).toBeUndefined()
     expect(retryAfterMs(undefined)).toBeUndefined()
