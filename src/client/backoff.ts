@@ -1,5 +1,5 @@
 import { invalidOption } from '../core/errors.js'
-import { isOptionsObject, positiveNumber } from '../core/validate.js'
+import { isOptionsObject, orDefault, positiveNumber } from '../core/validate.js'
 
 /** Exponential backoff settings shared by `retryDelay`, `fetchWithRetry` and `graphqlWsRetry`. */
 export interface BackoffOptions {
@@ -25,15 +25,15 @@ export function resolveBackoff(
   options: BackoffOptions,
   defaults: { baseMs?: number; maxMs?: number },
 ): ResolvedBackoff {
-  const baseMs = positiveNumber(owner, 'baseMs', options.baseMs ?? defaults.baseMs)
+  const baseMs = positiveNumber(owner, 'baseMs', orDefault(options.baseMs, defaults.baseMs))
   // A default cap below the caller's own base would refuse an option the caller never gave: it rises to the base.
   const maxMs = positiveNumber(
     owner,
     'maxMs',
-    options.maxMs ?? (defaults.maxMs === undefined ? undefined : Math.max(defaults.maxMs, baseMs)),
+    orDefault(options.maxMs, defaults.maxMs === undefined ? undefined : Math.max(defaults.maxMs, baseMs)),
   )
   if (maxMs < baseMs) throw invalidOption(owner, 'maxMs', `at least baseMs (${baseMs})`, maxMs)
-  const random = options.random ?? Math.random
+  const random = orDefault(options.random, Math.random)
   if (typeof random !== 'function') throw invalidOption(owner, 'random', 'a function', random)
   return { baseMs, maxMs, random }
 }

@@ -1,6 +1,6 @@
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
-import { positiveInteger, positiveNumber } from '../core/validate.js'
+import { orDefault, positiveInteger, positiveNumber } from '../core/validate.js'
 import { type BackoffOptions, checkOptionsObject, jitteredBackoffMs, resolveBackoff } from './backoff.js'
 import { serverWaitMs } from './serverWait.js'
 import { sleep as defaultSleep, type Sleep } from './sleep.js'
@@ -64,11 +64,11 @@ export function fetchWithRetry(fetch: FetchLike, options: FetchWithRetryOptions 
   checkOptionsObject(OWNER, options)
   checkOptionKeys(OWNER, options, OPTIONS)
   const backoff = resolveBackoff(OWNER, options, { baseMs: 500, maxMs: 30_000 })
-  const maxAttempts = positiveInteger(OWNER, 'maxAttempts', options.maxAttempts ?? 3)
-  const maxElapsedMs = positiveNumber(OWNER, 'maxElapsedMs', options.maxElapsedMs ?? 60_000)
-  const sleep = options.sleep ?? defaultSleep
+  const maxAttempts = positiveInteger(OWNER, 'maxAttempts', orDefault(options.maxAttempts, 3))
+  const maxElapsedMs = positiveNumber(OWNER, 'maxElapsedMs', orDefault(options.maxElapsedMs, 60_000))
+  const sleep = orDefault(options.sleep, defaultSleep)
   if (typeof sleep !== 'function') throw invalidOption(OWNER, 'sleep', 'a function', sleep)
-  const now = options.now ?? Date.now
+  const now = orDefault(options.now, Date.now)
   if (typeof now !== 'function') throw invalidOption(OWNER, 'now', 'a function', now)
 
   return async (input, init) => {

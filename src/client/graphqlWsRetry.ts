@@ -1,6 +1,6 @@
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
-import { nonNegativeInteger } from '../core/validate.js'
+import { nonNegativeInteger, orDefault } from '../core/validate.js'
 import { type BackoffOptions, checkOptionsObject, jitteredBackoffMs, resolveBackoff } from './backoff.js'
 import { serverWaitMs } from './serverWait.js'
 import { sleep as defaultSleep, type Sleep } from './sleep.js'
@@ -76,10 +76,10 @@ export function graphqlWsRetry(options: GraphqlWsRetryOptions = {}): GraphqlWsRe
   checkOptionsObject(OWNER, options)
   checkOptionKeys(OWNER, options, OPTIONS)
   const backoff = resolveBackoff(OWNER, options, { baseMs: 1000, maxMs: 30_000 })
-  const retryAttempts = nonNegativeInteger(OWNER, 'maxAttempts', options.maxAttempts ?? 5)
-  const sleep = options.sleep ?? defaultSleep
+  const retryAttempts = nonNegativeInteger(OWNER, 'maxAttempts', orDefault(options.maxAttempts, 5))
+  const sleep = orDefault(options.sleep, defaultSleep)
   if (typeof sleep !== 'function') throw invalidOption(OWNER, 'sleep', 'a function', sleep)
-  const now = options.now ?? Date.now
+  const now = orDefault(options.now, Date.now)
   if (typeof now !== 'function') throw invalidOption(OWNER, 'now', 'a function', now)
 
   /** The wait the last refused upgrade asked for, until the reconnection it delays. */

@@ -1,5 +1,6 @@
 import { invalidArgument, invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
+import { orDefault } from '../core/validate.js'
 import { type BackoffOptions, checkOptionsObject, jitteredBackoffMs, resolveBackoff } from './backoff.js'
 import { type RetryAfterSource, serverWaitMs } from './serverWait.js'
 
@@ -43,7 +44,7 @@ export function retryDelay(attempt: number, options: RetryDelayOptions): number 
     throw invalidArgument(OWNER, 'attempt', 'a non-negative integer', attempt)
   }
   const backoff = resolveBackoff(OWNER, options, {})
-  const now = options.now ?? Date.now()
+  const now = orDefault(options.now, Date.now())
   if (typeof now !== 'number' || !Number.isFinite(now))
     throw invalidOption(OWNER, 'now', 'a finite number', now)
   const jittered = jitteredBackoffMs(attempt, backoff)

@@ -64,3 +64,8 @@ export function validAmount(owner: string, argument: string, value: unknown): nu
   }
   return value
 }
+
+/** An option's value, or `fallback` when it is not given: `null` is a value (and refused by the checks that follow). */
+export function orDefault<T, F>(value: T | undefined, fallback: F): T | F {
+  return value === undefined ? fallback : value
+}

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
-import { isOptionsObject } from '../core/validate.js'
+import { isOptionsObject, orDefault } from '../core/validate.js'
 import { holdForResponse } from './heldLease.js'
 import type { Middleware } from './middleware.js'
 import { validIdentity } from './rateLimit.js'
@@ -50,7 +50,7 @@ export function concurrencyGuard<Req extends IncomingMessage = IncomingMessage>(
   if (!(limiter instanceof ConcurrencyLimiter)) {
     throw invalidOption(owner, 'limiter', 'a concurrency limiter (concurrencyLimit)', limiter)
   }
-  const onLimited = options.onLimited ?? defaultOnLimited
+  const onLimited = orDefault(options.onLimited, defaultOnLimited)
   if (typeof onLimited !== 'function') throw invalidOption(owner, 'onLimited', 'a function', onLimited)
   const identify = requestIdentity(owner, options)
   const policy: RateLimitPolicy = Object.freeze({

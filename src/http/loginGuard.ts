@@ -6,7 +6,7 @@ import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { RateLimiter } from '../core/rateLimiter.js'
 import { sleep } from '../core/sleep.js'
-import { isOptionsObject } from '../core/validate.js'
+import { isOptionsObject, orDefault } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
 import type { Middleware } from './middleware.js'
 import { mergeRateLimitHeaders, rateLimitHeaders } from './rateLimitHeaders.js'
@@ -151,8 +151,8 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
   if (options.normalize !== undefined && typeof options.normalize !== 'function') {
     throw invalidOption(OWNER, 'normalize', 'a function', options.normalize)
   }
-  const normalize = options.normalize ?? normalizeAccount
-  const allowFailOpen = options.allowFailOpen ?? false
+  const normalize = orDefault(options.normalize, normalizeAccount)
+  const allowFailOpen = orDefault(options.allowFailOpen, false)
   if (typeof allowFailOpen !== 'boolean')
     throw invalidOption(OWNER, 'allowFailOpen', 'a boolean', allowFailOpen)
   const limiters = { perIp, perIpAndAccount, perAccount }

@@ -5,7 +5,7 @@ import { checkOptionKeys, type OptionKeys, optionNames } from '../core/knownOpti
 import { ConcurrencyLimiter } from '../core/limiters/concurrencyLimit.js'
 import { RateLimiter } from '../core/rateLimiter.js'
 import { sleep } from '../core/sleep.js'
-import { isOptionsObject, MAX_KEY_LENGTH } from '../core/validate.js'
+import { isOptionsObject, MAX_KEY_LENGTH, orDefault } from '../core/validate.js'
 import type { Middleware } from './middleware.js'
 import { rateLimitHeaders } from './rateLimitHeaders.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
@@ -110,7 +110,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
   const owner = 'rateLimit'
   if (!isOptionsObject(options)) throw invalidOption(owner, 'options', 'an object', options)
   checkOptionKeys(owner, options, OPTIONS)
-  const onLimited = options.onLimited ?? defaultOnLimited
+  const onLimited = orDefault(options.onLimited, defaultOnLimited)
   if (typeof onLimited !== 'function') throw invalidOption(owner, 'onLimited', 'a function', onLimited)
   const decide = createDecider(owner, options)
 

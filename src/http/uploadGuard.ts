@@ -5,7 +5,7 @@ import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
 import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { RateLimiter } from '../core/rateLimiter.js'
-import { isOptionsObject, positiveInteger } from '../core/validate.js'
+import { isOptionsObject, orDefault, positiveInteger } from '../core/validate.js'
 import { holdForResponse } from './heldLease.js'
 import type { Middleware } from './middleware.js'
 import { validIdentity } from './rateLimit.js'
@@ -103,7 +103,7 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
   if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
   checkOptionKeys(OWNER, options, OPTIONS)
   const admission = uploadAdmission(OWNER, options)
-  const onLimited = options.onLimited ?? defaultOnLimited
+  const onLimited = orDefault(options.onLimited, defaultOnLimited)
   if (typeof onLimited !== 'function') throw invalidOption(OWNER, 'onLimited', 'a function', onLimited)
   const { onCharged } = options
   if (onCharged !== undefined && typeof onCharged !== 'function') {

@@ -514,6 +514,11 @@ describe('option validation', () => {
       () => rateLimit({ limiter, onLimited: 'json' as never }),
       'rateLimit: "onLimited" must be a function, got "json"',
     )
+    // null is a value, not "use the default".
+    invalid(
+      () => rateLimit({ limiter, onLimited: null as never }),
+      'rateLimit: "onLimited" must be a function, got null',
+    )
     invalid(
       () => rateLimit({ limiter, identify: 'ip' as never }),
       'rateLimit: "identify" must be a function, got "ip"',

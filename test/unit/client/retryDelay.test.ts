@@ -4,6 +4,17 @@ import { retryDelay } from '../../../src/client/retryDelay.js'
 const fixed = (u: number) => () => u
 
 describe('retryDelay: exponential backoff with full jitter', () => {
+  it('refuses null options instead of taking the defaults', () => {
+    for (const option of ['baseMs', 'maxMs', 'random']) {
+      expect(() => retryDelay(0, { baseMs: 100, maxMs: 1000, [option]: null })).toThrow(
+        expect.objectContaining({
+          code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+          message: expect.stringContaining(`"${option}"`),
+        }),
+      )
+    }
+  })
+
   it('draws uniformly in [0, min(maxMs, baseMs × 2^attempt))', () => {
     const base = { baseMs: 100, maxMs: 1_000 }
     // The cap doubles per attempt: 100, 200, 400, 800, then maxMs.
