@@ -9,7 +9,7 @@ import fp from 'fastify-plugin'
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys } from '../core/knownOptions.js'
 import { isOptionsObject } from '../core/validate.js'
-import type { Refusal } from '../http/refusal.js'
+import { addReplyHeaders, answerRefusal } from './fastifyRequest.js'
 import {
   checkPluginOptions,
   limitOf,
@@ -63,28 +63,14 @@ function limitHandler(limit: RouteLimit) {
   return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     limit.check(request).then((result) => {
       if ('allowed' in result) {
-        reply.headers(result.headers)
+        addReplyHeaders(reply, result.headers)
         done()
         return
       }
-      refuse(request, reply, result, limit.onLimited).then(undefined, done)
+      // A reply sent from a hook ends the request there: `done` is not called, the handler never runs.
+      answerRefusal(request, reply, result, limit.onLimited).then(undefined, done)
     }, done)
   }
-}
-
-/** A reply sent from a hook ends the request there: `done` is not called, the handler never runs. */
-async function refuse(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  refusal: Refusal,
-  onLimited: RouteLimit['onLimited'],
-): Promise<void> {
-  if (onLimited !== undefined) await onLimited(request, reply, refusal)
-  if (!reply.sent) sendRefusal(reply, refusal)
-}
-
-function sendRefusal(reply: FastifyReply, refusal: Refusal): void {
-  reply.code(refusal.status).headers(refusal.headers).send(refusal.body)
 }
 
 /**

@@ -1,0 +1,366 @@
+/**
+ * `tollboothConcurrency` (tollbooth/fastify) through real Fastify 5 servers on a loopback port and real clients: one
+ * lease per request, released exactly once when the response finishes, when the client aborts mid-response and when
+ * the client socket is reset; two servers sharing the slots of a store (memory, Redis, the cluster); route
+ * `config.tollboothConcurrency`; refusals and errors through Fastify's reply and error handler; option checks.
+ */
+import { randomUUID } from 'node:crypto'
+import { EventEmitter, once } from 'node:events'
+import { request as httpRequest, type IncomingMessage } from 'node:http'
+import { connect } from 'node:net'
+import { PassThrough } from 'node:stream'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { ErrorCodes } from '../../../src/core/errors.js'
+import { type ConcurrencyLimiter, concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
+import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
+import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
+import {
+  type TollboothConcurrencyOptions,
+  tollboothConcurrency,
+  tollboothRateLimit,
+} from '../../../src/fastify/index.js'
+import { createStore, type StoreFixture, storeKinds } from '../../helpers/stores.js'
+import { CountingStore } from './countingStore.js'
+
+const identify = (request: FastifyRequest) => String(request.headers['x-user'] ?? 'anonymous')
+const PROBLEM_JSON = 'application/problem+json; charset=utf-8'
+
+const apps: FastifyInstance[] = []
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((app) => app.close()))
+})
+
+/** Handlers that start a streamed response and hold it open until the test ends it. */
+function holdingRoutes() {
+  const held: { stream: PassThrough; closed: Promise<void>; reply: FastifyReply }[] = []
+  const arrivals = new EventEmitter()
+  const handler = async (_request: FastifyRequest, reply: FastifyReply) => {
+    const stream = new PassThrough()
+    const closed = new Promise<void>((resolve) => reply.raw.once('close', () => resolve()))
+    stream.write('holding\n')
+    held.push({ stream, closed, reply })
+    arrivals.emit('held')
+    return reply.header('content-type', 'text/plain').send(stream)
+  }
+  const until = async (count: number) => {
+    while (held.length < count) await once(arrivals, 'held')
+  }
+  return { held, handler, until }
+}
+
+/** A Fastify app guarded by the plugin, `GET /` served by `handler`, listening on 127.0.0.1. */
+async function guardedApp(
+  options: TollboothConcurrencyOptions,
+  handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
+  routes: (app: FastifyInstance) => void = () => {},
+): Promise<{ url: string; port: number; app: FastifyInstance }> {
+  const app = Fastify({ logger: false })
+  apps.push(app)
+  await app.register(tollboothConcurrency, options)
+  app.get('/', handler)
+  routes(app)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  return { url, port: Number(new URL(url).port), app }
+}
+
+/** Sends a GET with `x-user`; resolves with the response once its first body chunk arrived. */
+function startRequest(url: string, user: string) {
+  return new Promise<{ res: IncomingMessage; req: ReturnType<typeof httpRequest>; first: string }>(
+    (resolve, reject) => {
+      const req = httpRequest(url, { headers: { 'x-user': user }, agent: false })
+      req.on('response', (res) => {
+        res.once('data', (chunk: Buffer) => resolve({ res, req, first: chunk.toString() }))
+        res.once('error', () => {})
+      })
+      req.once('error', reject)
+      req.end()
+    },
+  )
+}
+
+function leases(store: CountingStore, name: string): ConcurrencyLimiter {
+  return concurrencyLimit({ name, store, max: 1, leaseMs: 30_000 })
+}
+
+describe.each(storeKinds)('tollboothConcurrency on a %s store', (kind) => {
+  let fixture: StoreFixture
+  beforeAll(async () => {
+    fixture = await createStore(kind)
+  })
+  afterAll(async () => {
+    await fixture.close()
+  })
+
+  it('two servers share the slots of an identity: the third is refused with exact headers; each lease is released once when its response finishes', async () => {
+    const store = new CountingStore(fixture.store)
+    const options = { name: `fastify-c-${randomUUID().slice(0, 6)}`, store, max: 2, leaseMs: 30_000 }
+    const holding = holdingRoutes()
+    // Two servers, each with its own limiter object, as two processes would have.
+    const a = await guardedApp({ limiter: concurrencyLimit(options), identify }, holding.handler)
+    const b = await guardedApp({ limiter: concurrencyLimit(options), identify }, holding.handler)
+    const first = await startRequest(a.url, 'u1')
+    const second = await startRequest(b.url, 'u1')
+    await holding.until(2)
+    expect(first.first).toBe('holding\n')
+    expect(first.res.headers.ratelimit).toBe(`"${options.name}";r=1;t=30`)
+    expect(second.res.headers.ratelimit).toBe(`"${options.name}";r=0;t=30`)
+    expect(first.res.headers['ratelimit-policy']).toBe(`"${options.name}";q=2;qu="concurrent-requests"`)
+
+    for (const app of [a, b]) {
+      const refused = await fetch(app.url, { headers: { 'x-user': 'u1' } })
+      expect(refused.status).toBe(429)
+      expect({
+        policy: refused.headers.get('ratelimit-policy'),
+        ratelimit: refused.headers.get('ratelimit'),
+        retryAfter: refused.headers.get('retry-after'),
+        contentType: refused.headers.get('content-type'),
+      }).toEqual({
+        policy: `"${options.name}";q=2;qu="concurrent-requests"`,
+        ratelimit: `"${options.name}";r=0;t=30`,
+        retryAfter: '30',
+        contentType: PROBLEM_JSON,
+      })
+      expect(await refused.json()).toMatchObject({
+        status: 429,
+        'violated-policies': [options.name],
+        retryAfter: 30,
+      })
+    }
+    // Another identity has slots of its own.
+    const other = await startRequest(a.url, 'u2')
+    await holding.until(3)
+    expect(other.res.headers.ratelimit).toBe(`"${options.name}";r=1;t=30`)
+
+    for (const { stream } of holding.held) stream.end('done\n')
+    await Promise.all(holding.held.map((entry) => entry.closed))
+    await store.until(() => store.count('release') === 3)
+    expect(store.count('acquire')).toBe(5)
+    expect(store.count('release', 'u1')).toBe(2)
+    expect(store.count('release', 'u2')).toBe(1)
+    expect((await concurrencyLimit(options).peek('u1')).remaining).toBe(2)
+    // Nothing more is released later (a second release would be counted).
+    const settled = await startRequest(a.url, 'u3')
+    settled.req.destroy()
+    await store.until(() => store.count('release') === 4)
+    expect([store.count('acquire'), store.count('release'), store.count('release', 'u1')]).toEqual([6, 4, 2])
+  })
+
+  it('a client abort mid-response releases the lease exactly once', async () => {
+    const store = new CountingStore(fixture.store)
+    const limiter = leases(store, `fastify-abort-${randomUUID().slice(0, 6)}`)
+    const holding = holdingRoutes()
+    const { url } = await guardedApp({ limiter, identify }, holding.handler)
+    const { req, first } = await startRequest(url, 'aborter')
+    expect(first).toBe('holding\n')
+    expect((await limiter.peek('aborter')).remaining).toBe(0)
+
+    req.destroy()
+    await holding.held[0]?.closed
+    await store.until(() => store.count('release') === 1)
+    expect(holding.held[0]?.reply.raw.writableEnded).toBe(false)
+    expect((await limiter.peek('aborter')).remaining).toBe(1)
+    // The slot is free again for the same identity.
+    const again = await startRequest(url, 'aborter')
+    again.req.destroy()
+    await store.until(() => store.count('release') === 2)
+    expect([store.count('acquire'), store.count('release')]).toEqual([2, 2])
+  })
+
+  it('a socket error (client reset) releases the lease exactly once', async () => {
+    const store = new CountingStore(fixture.store)
+    const limiter = leases(store, `fastify-reset-${randomUUID().slice(0, 6)}`)
+    const socketErrors: string[] = []
+    const holding = holdingRoutes()
+    const { port } = await guardedApp({ limiter, identify }, async (request, reply) => {
+      request.raw.socket.on('error', (error: NodeJS.ErrnoException) =>
+        socketErrors.push(error.code ?? error.message),
+      )
+      return holding.handler(request, reply)
+    })
+    const socket = connect(port, '127.0.0.1')
+    socket.on('error', () => {})
+    socket.write('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nx-user: resetter\r\n\r\n')
+    await new Promise<void>((resolve) => {
+      let seen = ''
+      socket.on('data', (chunk: Buffer) => {
+        seen += chunk.toString()
+        if (seen.includes('holding')) resolve()
+      })
+    })
+    expect((await limiter.peek('resetter')).remaining).toBe(0)
+
+    socket.resetAndDestroy()
+    await holding.held[0]?.closed
+    await store.until(() => store.count('release') === 1)
+    expect(socketErrors).toEqual(['ECONNRESET'])
+    expect([store.count('acquire'), store.count('release')]).toEqual([1, 1])
+    expect((await limiter.peek('resetter')).remaining).toBe(1)
+  })
+})
+
+describe('tollboothConcurrency route config, callbacks and errors', () => {
+  it('a route with its own limiter, and a route left unguarded', async () => {
+    const store = new CountingStore(new MemoryStore())
+    const shared = leases(store, 'shared')
+    const own = leases(store, 'own')
+    const holding = holdingRoutes()
+    const { url } = await guardedApp({ limiter: shared, identify }, holding.handler, (app) => {
+      app.get('/own', { config: { tollboothConcurrency: { limiter: own } } }, holding.handler)
+      app.get('/free', { config: { tollboothConcurrency: false } }, holding.handler)
+    })
+    const first = await startRequest(url, 'ada')
+    const ownFirst = await startRequest(`${url}/own`, 'ada')
+    const free = [await startRequest(`${url}/free`, 'ada'), await startRequest(`${url}/free`, 'ada')]
+    await holding.until(4)
+    expect(first.res.headers.ratelimit).toBe('"shared";r=0;t=30')
+    expect(ownFirst.res.headers.ratelimit).toBe('"own";r=0;t=30')
+    expect(free.map((f) => [f.res.statusCode, f.res.headers.ratelimit])).toEqual([
+      [200, undefined],
+      [200, undefined],
+    ])
+
+    const refused = [
+      await fetch(url, { headers: { 'x-user': 'ada' } }),
+      await fetch(`${url}/own`, { headers: { 'x-user': 'ada' } }),
+    ]
+    expect(refused.map((r) => [r.status, r.headers.get('ratelimit')])).toEqual([
+      [429, '"shared";r=0;t=30'],
+      [429, '"own";r=0;t=30'],
+    ])
+    for (const { stream } of holding.held) stream.end()
+    await Promise.all(holding.held.map((entry) => entry.closed))
+    await store.until(() => store.count('release') === 2)
+    expect([store.count('acquire'), store.count('release')]).toEqual([4, 2])
+  })
+
+  it("onLimited answers through the reply; what identify throws reaches Fastify's error handler and takes no lease", async () => {
+    const store = new CountingStore(new MemoryStore())
+    const limiter = leases(store, 'callbacks')
+    const errors: unknown[] = []
+    const holding = holdingRoutes()
+    const app = Fastify({ logger: false })
+    apps.push(app)
+    app.setErrorHandler((error, _request, reply) => {
+      errors.push(error)
+      void reply.code(401).send({ error: (error as Error).message })
+    })
+    await app.register(tollboothConcurrency, {
+      limiter,
+      identify: (request) => {
+        const user = request.headers['x-user']
+        if (typeof user !== 'string') throw new Error('who are you?')
+        return user
+      },
+      onLimited: (_request, reply, refusal) => {
+        void reply.code(503).headers(refusal.headers).send({ busy: refusal.decision.retryAfterMs })
+      },
+    })
+    app.get('/', holding.handler)
+    const url = await app.listen({ port: 0, host: '127.0.0.1' })
+
+    const anonymous = await fetch(url)
+    expect([anonymous.status, await anonymous.json()]).toEqual([401, { error: 'who are you?' }])
+    expect(errors).toHaveLength(1)
+    const held = await startRequest(url, 'ada')
+    await holding.until(1)
+    const busy = await fetch(url, { headers: { 'x-user': 'ada' } })
+    expect([busy.status, await busy.json(), busy.headers.get('retry-after')]).toEqual([
+      503,
+      { busy: 30_000 },
+      '30',
+    ])
+    held.req.destroy()
+    await store.until(() => store.count('release') === 1)
+    expect([store.count('acquire'), store.count('release'), holding.held.length]).toEqual([2, 1, 1])
+  })
+})
+
+describe('tollboothConcurrency beside tollboothRateLimit', () => {
+  it('a request spending from both carries the fields of both budgets, admitted or refused', async () => {
+    const store = new CountingStore(new MemoryStore())
+    const holding = holdingRoutes()
+    const app = Fastify({ logger: false })
+    apps.push(app)
+    await app.register(tollboothRateLimit, {
+      limiter: tokenBucket({ name: 'rate', capacity: 5, refillPerSecond: 0.01 }),
+      identify,
+    })
+    await app.register(tollboothConcurrency, { limiter: leases(store, 'slots'), identify })
+    app.get('/', holding.handler)
+    const url = await app.listen({ port: 0, host: '127.0.0.1' })
+
+    const held = await startRequest(url, 'ada')
+    await holding.until(1)
+    const refused = await fetch(url, { headers: { 'x-user': 'ada' } })
+
+    expect([held.res.headers.ratelimit, held.res.headers['ratelimit-policy']]).toEqual([
+      '"rate";r=4;t=100, "slots";r=0;t=30',
+      '"rate";q=5;w=500, "slots";q=1;qu="concurrent-requests"',
+    ])
+    expect([refused.status, refused.headers.get('ratelimit'), refused.headers.get('retry-after')]).toEqual([
+      429,
+      '"rate";r=3;t=200, "slots";r=0;t=30',
+      '30',
+    ])
+    held.req.destroy()
+    await store.until(() => store.count('release') === 1)
+  })
+})
+
+describe('tollboothConcurrency options, checked at startup', () => {
+  const limiter = concurrencyLimit({ name: 'options', max: 1, leaseMs: 1000 })
+
+  async function startupError(options: unknown, routeConfig?: unknown) {
+    const app = Fastify({ logger: false })
+    apps.push(app)
+    const start = async () => {
+      await app.register(tollboothConcurrency, options as TollboothConcurrencyOptions)
+      app.get('/', { config: { tollboothConcurrency: routeConfig as false } }, async () => ({}))
+      await app.ready()
+    }
+    const error = await start().then(
+      () => undefined,
+      (rejection: unknown) => rejection,
+    )
+    expect(error).toBeInstanceOf(Error)
+    return { code: (error as { code: string }).code, message: (error as Error).message }
+  }
+
+  it.each([
+    [{ limitr: limiter }, 'tollboothConcurrency: unknown option "limitr" (did you mean "limiter"?)'],
+    [
+      { limiter: tokenBucket({ name: 'tb', capacity: 1, refillPerSecond: 1 }) },
+      'tollboothConcurrency: "limiter" must be a concurrency limiter (concurrencyLimit)',
+    ],
+    [{ limiter, identify: 'x-user' }, 'tollboothConcurrency: "identify" must be a function'],
+    [{ limiter, onLimited: 429 }, 'tollboothConcurrency: "onLimited" must be a function, got 429'],
+    [{ limiter, ipv6Prefix: 200 }, 'tollboothConcurrency: "ipv6Prefix" must be'],
+    ['limiter', 'tollboothConcurrency: "options" must be an object'],
+  ])('plugin options %j are refused', async (options, message) => {
+    const error = await startupError(options)
+    expect(error.code).toBe(ErrorCodes.INVALID_OPTION)
+    expect(error.message.startsWith(message)).toBe(true)
+  })
+
+  it.each([
+    [
+      { limiters: limiter },
+      'tollboothConcurrency: unknown option "config.tollboothConcurrency.limiters" (did you mean "limiter"?)',
+    ],
+    [
+      { limiter: {} },
+      'tollboothConcurrency: "config.tollboothConcurrency.limiter" must be a concurrency limiter',
+    ],
+    [{ identify: 1 }, 'tollboothConcurrency: "config.tollboothConcurrency.identify" must be a function'],
+    [{ ipv4Prefix: 40 }, 'tollboothConcurrency: "config.tollboothConcurrency.ipv4Prefix" must be'],
+    [
+      true,
+      'tollboothConcurrency: "config.tollboothConcurrency" must be an object of options or false, got true',
+    ],
+  ])('route config %j is refused', async (routeConfig, message) => {
+    const error = await startupError({ limiter }, routeConfig)
+    expect(error.code).toBe(ErrorCodes.INVALID_OPTION)
+    expect(error.message.startsWith(message)).toBe(true)
+  })
+})
