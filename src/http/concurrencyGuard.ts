@@ -4,7 +4,7 @@ import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
 import { isOptionsObject, orDefault } from '../core/validate.js'
 import { holdForResponse } from './heldLease.js'
-import type { Middleware } from './middleware.js'
+import { clientGone, type Middleware } from './middleware.js'
 import { validIdentity } from './rateLimit.js'
 import type { RateLimitPolicy } from './rateLimitHeaders.js'
 import { type Refusal, refusal, sendRefusal, setRateLimitHeaders } from './refusal.js'
@@ -60,6 +60,7 @@ export function concurrencyGuard<Req extends IncomingMessage = IncomingMessage>(
   })
 
   return (req, res, next) => {
+    if (clientGone(req)) return
     // A client gone while the lease was being acquired: the response closed before it could hold one.
     let closedEarly = false
     const onEarlyClose = () => {

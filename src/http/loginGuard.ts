@@ -8,7 +8,7 @@ import { RateLimiter } from '../core/rateLimiter.js'
 import { sleep } from '../core/sleep.js'
 import { isOptionsObject, orDefault } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
-import type { Middleware } from './middleware.js'
+import { clientGone, type Middleware } from './middleware.js'
 import { mergeRateLimitHeaders, rateLimitHeaders } from './rateLimitHeaders.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
@@ -245,6 +245,7 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
   }
 
   const guard: Middleware<Req> = (req, res, next) => {
+    if (clientGone(req)) return
     check(req).then((answer) => {
       if (!('allowed' in answer)) {
         sendRefusal(res, answer)

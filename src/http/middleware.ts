@@ -12,3 +12,12 @@ export type Middleware<Req extends IncomingMessage = IncomingMessage> = (
   res: ServerResponse,
   next: Next,
 ) => void
+
+/**
+ * Whether the client is gone before the guard ran (it reset the connection, e.g. while a body parser read): its
+ * address can no longer be read, so it would be counted under one shared `unknown` identity, and no answer can reach
+ * it. The guards drop such a request: it spends nothing and does not reach the route.
+ */
+export function clientGone(req: IncomingMessage): boolean {
+  return req.socket?.destroyed === true
+}

@@ -6,7 +6,7 @@ import { ConcurrencyLimiter } from '../core/limiters/concurrencyLimit.js'
 import { RateLimiter } from '../core/rateLimiter.js'
 import { sleep } from '../core/sleep.js'
 import { isOptionsObject, MAX_KEY_LENGTH, orDefault } from '../core/validate.js'
-import type { Middleware } from './middleware.js'
+import { clientGone, type Middleware } from './middleware.js'
 import { rateLimitHeaders } from './rateLimitHeaders.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
@@ -115,6 +115,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
   const decide = createDecider(owner, options)
 
   return (req, res, next) => {
+    if (clientGone(req)) return
     const answer = (result: RateLimitResult) => {
       if ('allowed' in result) {
         if (!res.headersSent) addRateLimitHeaders(res, result.headers)

@@ -7,7 +7,7 @@ import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { RateLimiter } from '../core/rateLimiter.js'
 import { isOptionsObject, orDefault, positiveInteger } from '../core/validate.js'
 import { holdForResponse } from './heldLease.js'
-import type { Middleware } from './middleware.js'
+import { clientGone, type Middleware } from './middleware.js'
 import { validIdentity } from './rateLimit.js'
 import { mergeRateLimitHeaders, type RateLimitPolicy, rateLimitHeaders } from './rateLimitHeaders.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
@@ -112,6 +112,7 @@ export function uploadGuard<Req extends IncomingMessage = IncomingMessage>(
   const identify = requestIdentity(OWNER, options)
 
   return (req, res, next) => {
+    if (clientGone(req)) return
     // A body parser that ran first has read the body already: nothing would be counted, nothing cut off.
     if (bodyAlreadyRead(req)) {
       next(

@@ -4,8 +4,10 @@
  * exact headers and bodies, skip, cost, per-request limiters, custom answers, identity options, fail policies with a
  * private Redis that is stopped, and option validation.
  */
+
+import { once } from 'node:events'
 import { createServer, type IncomingMessage } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { type AddressInfo, connect } from 'node:net'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { ErrorCodes, TollboothError } from '../../../src/core/errors.js'
@@ -348,6 +350,48 @@ describe.each(flavours)('rateLimit with %s', (flavour: Flavour) => {
     expect(reachedAt).toHaveLength(3)
     // The third admitted request leaves two emission intervals (2 × 250 ms) after the first decision.
     expect(Math.max(...reachedAt) - sentAt).toBeGreaterThanOrEqual(490)
+  })
+})
+
+describe('a client gone before the guard runs', () => {
+  it('spends nothing, under its address or the shared unknown identity, and does not reach the route', async () => {
+    const limiter = tokenBucket({ name: 'gone', capacity: 5, refillPerSecond: 0.01 })
+    const guard = rateLimit({ limiter })
+    let reached = 0
+    let guarded = 0
+    const server = createServer((req, res) => {
+      // As after a body parser: the guard runs once the client has reset the connection.
+      req.socket.once('close', () => {
+        guard(req, res, () => {
+          reached++
+        })
+        guarded++
+        server.emit('guarded')
+      })
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    try {
+      const { port } = server.address() as AddressInfo
+      for (let i = 0; i < 3; i++) {
+        const socket = connect(port, '127.0.0.1')
+        socket.on('error', () => {})
+        await once(socket, 'connect')
+        const handled = once(server, 'guarded')
+        socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+        // Give the server the request before the reset: wait until it has a connection with a request.
+        await new Promise((resolve) => server.once('request', resolve))
+        socket.resetAndDestroy()
+        await handled
+      }
+      expect(guarded).toBe(3)
+      expect(reached).toBe(0)
+      expect((await limiter.peek('unknown')).remaining).toBe(5)
+      expect((await limiter.peek('127.0.0.1')).remaining).toBe(5)
+    } finally {
+      server.closeAllConnections()
+      server.close()
+    }
   })
 })
 
