@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { invalidOption } from '../core/errors.js'
-import { checkOptionKeys } from '../core/knownOptions.js'
+import { checkOptionKeys, closestName } from '../core/knownOptions.js'
 import { isOptionsObject } from '../core/validate.js'
 import { addRouteHook, type RouteHook } from './fastifyRequest.js'
 
@@ -31,6 +31,7 @@ export function guardEachRoute<Options extends object>(
   const shared = guard.build(options)
   const path = `config.${guard.configKey}`
   fastify.addHook('onRoute', (route) => {
+    checkGuardConfigKeys(guard.owner, route.config)
     const config = (route.config as Record<string, unknown> | undefined)?.[guard.configKey]
     if (config === false) return
     if (config === undefined) {
@@ -43,4 +44,28 @@ export function guardEachRoute<Options extends object>(
     checkOptionKeys(guard.owner, config, guard.known, path)
     addRouteHook(route, guard.stage, guard.build({ ...options, ...config }, path))
   })
+}
+
+/** The route `config` keys tollbooth's plugins read. */
+const GUARD_CONFIG_KEYS = ['tollbooth', 'tollboothConcurrency', 'tollboothUpload']
+
+/**
+ * Refuses a route `config` key that is a misspelling of one of tollbooth's (`tollboothUploads`, `tollBooth`): it would
+ * be ignored, and the route would keep the plugin's defaults (a health check meant to be exempt limited, a cost meant
+ * to be 5 charged 1). Other keys are the application's own and are left alone.
+ */
+export function checkGuardConfigKeys(owner: string, config: unknown): void {
+  if (!isOptionsObject(config)) return
+  for (const key of Object.keys(config)) {
+    if (GUARD_CONFIG_KEYS.includes(key) || !key.toLowerCase().startsWith('toll')) continue
+    const meant = closestName(key, GUARD_CONFIG_KEYS)
+    if (meant !== undefined) {
+      throw invalidOption(
+        owner,
+        `config.${key}`,
+        `spelled "config.${meant}" (a misspelt key is ignored)`,
+        config[key as keyof typeof config],
+      )
+    }
+  }
 }

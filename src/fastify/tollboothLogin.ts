@@ -93,7 +93,8 @@ export function tollboothLogin(options: TollboothLoginOptions): TollboothLogin {
       const hangUp = new AbortController()
       const onClose = () => hangUp.abort()
       res.once('close', onClose)
-      sleep(answer.delayMs, hangUp.signal).then(
+      // Kept alive: a request waits on it (under fastify.inject there is no socket to hold the process).
+      sleep(answer.delayMs, hangUp.signal, { keepAlive: true }).then(
         () => {
           res.off('close', onClose)
           done()

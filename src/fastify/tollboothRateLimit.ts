@@ -18,6 +18,7 @@ import {
   type RouteLimit,
   type TollboothFastifyOptions,
 } from './options.js'
+import { checkGuardConfigKeys } from './perRoute.js'
 
 const ROUTE_CONFIG = 'config.tollbooth'
 
@@ -33,6 +34,7 @@ const plugin: FastifyPluginAsync<TollboothFastifyOptions> = async (fastify, opti
   const shared = limitOf(options)
 
   fastify.addHook('onRoute', (route) => {
+    checkGuardConfigKeys(OWNER, route.config)
     const config = route.config?.tollbooth
     if (config === false) return
     if (config === undefined) {

@@ -166,8 +166,10 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
 
   /** The key an account is counted under; undefined when the request names none. */
   function accountKey(raw: unknown): string | undefined {
-    if (typeof raw !== 'string') return undefined
-    const normalized = normalize(raw)
+    if (raw === undefined || raw === null) return undefined
+    // Anything else the request names is counted as the text it becomes: a JSON array `["victim@…"]` that the
+    // route's own check turns into "victim@…" must not slip past the account's budgets as "no account".
+    const normalized = normalize(typeof raw === 'string' ? raw : String(raw))
     if (typeof normalized !== 'string') {
       throw invalidArgument(OWNER, 'normalize(account)', 'a string', normalized)
     }
@@ -260,7 +262,8 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
       const hangUp = new AbortController()
       const onClose = () => hangUp.abort()
       res.once('close', onClose)
-      sleep(answer.delayMs, hangUp.signal).then(
+      // Kept alive: a request waits on it (under fastify.inject there is no socket to hold the process).
+      sleep(answer.delayMs, hangUp.signal, { keepAlive: true }).then(
         () => {
           res.off('close', onClose)
           next()

@@ -261,7 +261,9 @@ export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmi
       }
     }
     try {
-      exchange.charged?.({ received, charged, complete, decision })
+      const pending: unknown = exchange.charged?.({ received, charged, complete, decision })
+      // An async observer that fails later must not become an unhandled rejection (it would end the process).
+      if (pending instanceof Promise) pending.catch(() => {})
     } catch {
       // A throwing observer changes nothing about the upload.
     }

@@ -393,6 +393,31 @@ describe('tollboothRateLimit options, checked at startup', () => {
 
   const limiter = slowBucket(5)
 
+  it('a misspelt route config key of tollbooth is refused, not ignored (the route would keep the defaults)', async () => {
+    for (const [key, meant] of [
+      ['tollBooth', 'tollbooth'],
+      ['tollboth', 'tollbooth'],
+      ['tollboothUploads', 'tollboothUpload'],
+      ['tollboothConcurency', 'tollboothConcurrency'],
+    ]) {
+      const app = fastify()
+      const error = await (async () => {
+        await app.register(tollboothRateLimit, { limiter })
+        await app.register(async (scope) => {
+          scope.get('/health', { config: { [key as string]: false } }, async () => 'ok')
+        })
+        await app.ready()
+      })().then(
+        () => undefined,
+        (rejection: unknown) => rejection as { code: string; message: string },
+      )
+      expect(error).toMatchObject({
+        code: ErrorCodes.INVALID_OPTION,
+        message: `tollboothRateLimit: "config.${key}" must be spelled "config.${meant}" (a misspelt key is ignored), got false`,
+      })
+    }
+  })
+
   it.each([
     [{ limitr: limiter }, 'tollboothRateLimit: unknown option "limitr" (did you mean "limiter"?)'],
     [{ limiter: 'api' }, 'tollboothRateLimit: "limiter" must be a rate limiter'],

@@ -135,7 +135,7 @@ interface Answer {
 
 async function login(
   port: number,
-  email: string,
+  email: string | string[],
   password = 'wrong',
   forwardedFor?: string,
 ): Promise<Answer> {
@@ -400,6 +400,23 @@ describe.each(storeKinds)('loginGuard on the %s store', (kind) => {
       // Full-width letters and at sign, with an ideographic space.
       expect((await login(app.port, 'ＡＬＩＣＥ＠ｅｘａｍｐｌｅ．ｃｏｍ\u3000')).status).toBe(401)
       const third = await login(app.port, ALICE)
+      expect(third.status).toBe(429)
+      expect(third.body).toMatchObject({ 'violated-policies': [`${ctx.name}-pair`] })
+      expect(app.routeHits).toBe(2)
+    })
+
+    it('counts an account sent as a JSON array as the account it names (no way around its budgets)', async () => {
+      // The account as the body has it, not checked for a string: as a route whose own check coerces it would.
+      const guard = guardOf(
+        ctx.fixture.store,
+        ctx.name,
+        { perIpAndAccount: { capacity: 2 } },
+        { account: (req) => req.body?.email as string | undefined },
+      )
+      const app = await startLoginApp(framework, guard)
+      expect((await login(app.port, ALICE)).status).toBe(401)
+      expect((await login(app.port, [ALICE])).status).toBe(401)
+      const third = await login(app.port, [ALICE])
       expect(third.status).toBe(429)
       expect(third.body).toMatchObject({ 'violated-policies': [`${ctx.name}-pair`] })
       expect(app.routeHits).toBe(2)

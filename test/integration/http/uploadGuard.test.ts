@@ -429,6 +429,40 @@ describe.each(storeKinds)('uploadGuard budgets and leases on the %s store', (kin
   })
 })
 
+describe('uploadGuard with an async onCharged that fails', () => {
+  it('the upload succeeds and the process stays up (no unhandled rejection)', async () => {
+    let calls = 0
+    const guard = uploadGuard({
+      maxBytes: 1000,
+      bytes: tokenBucket({ name: 'async-observer', capacity: 10_000, refillPerSecond: 1 }),
+      onCharged: async () => {
+        calls++
+        throw new Error('audit store down')
+      },
+    })
+    const server = http.createServer((req, res) => {
+      guard(req, res, () => {
+        req.resume()
+        req.once('end', () => res.writeHead(201).end())
+      })
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    try {
+      const { port } = server.address() as AddressInfo
+      for (let i = 0; i < 2; i++) {
+        const response = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'x'.repeat(100) })
+        expect(response.status).toBe(201)
+      }
+      while (calls < 2) await new Promise((resolve) => setImmediate(resolve))
+      expect(calls).toBe(2)
+    } finally {
+      server.closeAllConnections()
+      server.close()
+    }
+  })
+})
+
 describe('uploadGuard behind a body parser', () => {
   it('is an error handed to next, not a guard that counts nothing: the route is not reached', async () => {
     const bytes = tokenBucket({ name: 'after-parser', capacity: 10_000, refillPerSecond: 1 })
