@@ -4,8 +4,7 @@ import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../core/knownOptions.js'
 import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
 import { isOptionsObject } from '../core/validate.js'
-import { holdForResponse } from '../http/heldLease.js'
-import { validIdentity } from '../http/rateLimit.js'
+import { leaseForResponse } from '../http/heldLease.js'
 import { type RateLimitPolicy, rateLimitHeaders } from '../http/rateLimitHeaders.js'
 import { refusal } from '../http/refusal.js'
 import {
@@ -78,40 +77,20 @@ function concurrencyHook(options: TollboothConcurrencyOptions, path?: string): R
   })
 
   return (request, reply, done) => {
-    const res = reply.raw
-    // A client gone while the lease was being acquired: the response closed before it could hold one.
-    let closedEarly = false
-    const onEarlyClose = () => {
-      closedEarly = true
-    }
-    res.once('close', onEarlyClose)
-    const admit = (lease: Lease) => {
-      res.off('close', onEarlyClose)
+    const admit = (lease: Lease | undefined) => {
+      // No lease: the client left while it was being acquired.
+      if (lease === undefined) return
       if (!lease.allowed) {
         answerRefusal(request, reply, refusal(lease, policy), onLimited).then(undefined, done)
         return
       }
-      if (closedEarly) {
-        void lease.release()
-        return
-      }
-      // Released once, on the response's 'finish' (when Fastify's onResponse runs) or its 'close' (the client
-      // aborted, or the socket failed).
-      holdForResponse(lease, limiter.leaseMs, res)
       addReplyHeaders(reply, rateLimitHeaders(lease, policy))
       done()
     }
-    const fail = (error: unknown) => {
-      res.off('close', onEarlyClose)
-      done(error as Error)
-    }
+    const fail = (error: unknown) => done(error as Error)
     try {
-      const key = identify(request)
-      const acquired =
-        typeof key === 'string'
-          ? limiter.acquire(validIdentity(OWNER, key))
-          : Promise.resolve(key).then((resolved) => limiter.acquire(validIdentity(OWNER, resolved)))
-      acquired.then(admit, fail)
+      // Held until the response's 'finish' (when Fastify's onResponse runs) or 'close' (an abort, a socket error).
+      leaseForResponse(limiter, OWNER, identify(request), reply.raw).then(admit, fail)
     } catch (error) {
       fail(error)
     }

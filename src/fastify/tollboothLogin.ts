@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import { sleep } from '../core/sleep.js'
+import { proceedAfterDelay } from '../http/heldLease.js'
 import { type LoginCheck, type LoginGuardOptions, loginGuard } from '../http/loginGuard.js'
 import {
   addReplyHeaders,
@@ -84,23 +84,8 @@ export function tollboothLogin(options: TollboothLoginOptions): TollboothLogin {
         return
       }
       addReplyHeaders(reply, answer.headers)
-      if (answer.delayMs <= 0) {
-        done()
-        return
-      }
-      const res = reply.raw
       // A client that hangs up during its delay never reaches the handler; its attempt stays counted.
-      const hangUp = new AbortController()
-      const onClose = () => hangUp.abort()
-      res.once('close', onClose)
-      // Kept alive: a request waits on it (under fastify.inject there is no socket to hold the process).
-      sleep(answer.delayMs, hangUp.signal, { keepAlive: true }).then(
-        () => {
-          res.off('close', onClose)
-          done()
-        },
-        () => {},
-      )
+      proceedAfterDelay(reply.raw, answer.delayMs, () => done())
     }, done)
   }
 

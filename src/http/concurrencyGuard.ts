@@ -3,9 +3,8 @@ import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
 import { isOptionsObject, orDefault } from '../core/validate.js'
-import { holdForResponse } from './heldLease.js'
+import { leaseForResponse } from './heldLease.js'
 import { clientGone, type Middleware } from './middleware.js'
-import { validIdentity } from './rateLimit.js'
 import type { RateLimitPolicy } from './rateLimitHeaders.js'
 import { type Refusal, refusal, sendRefusal, setRateLimitHeaders } from './refusal.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
@@ -61,14 +60,9 @@ export function concurrencyGuard<Req extends IncomingMessage = IncomingMessage>(
 
   return (req, res, next) => {
     if (clientGone(req)) return
-    // A client gone while the lease was being acquired: the response closed before it could hold one.
-    let closedEarly = false
-    const onEarlyClose = () => {
-      closedEarly = true
-    }
-    res.once('close', onEarlyClose)
-    const admit = (lease: Lease) => {
-      res.off('close', onEarlyClose)
+    const admit = (lease: Lease | undefined) => {
+      // No lease: the client left while it was being acquired.
+      if (lease === undefined) return
       if (!lease.allowed) {
         try {
           const pending = onLimited(req, res, refusal(lease, policy))
@@ -78,27 +72,13 @@ export function concurrencyGuard<Req extends IncomingMessage = IncomingMessage>(
         }
         return
       }
-      if (closedEarly) {
-        void lease.release()
-        return
-      }
-      holdForResponse(lease, limiter.leaseMs, res)
       setRateLimitHeaders(res, lease, policy)
       next()
     }
-    const fail = (error: unknown) => {
-      res.off('close', onEarlyClose)
-      next(error)
-    }
     try {
-      const key = identify(req)
-      const acquired =
-        typeof key === 'string'
-          ? limiter.acquire(validIdentity(owner, key))
-          : Promise.resolve(key).then((resolved) => limiter.acquire(validIdentity(owner, resolved)))
-      acquired.then(admit, fail)
+      leaseForResponse(limiter, owner, identify(req), res).then(admit, next)
     } catch (error) {
-      fail(error)
+      next(error)
     }
   }
 }

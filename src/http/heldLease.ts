@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http'
-import type { Lease } from '../core/limiters/concurrencyLimit.js'
+import type { ConcurrencyLimiter, Lease } from '../core/limiters/concurrencyLimit.js'
+import { sleep } from '../core/sleep.js'
+import { validIdentity } from './rateLimit.js'
 
 /**
  * Keeps `lease` alive, renewing it every `leaseMs / 3` (an unref'd timer), until `stop()`; a lease lost with every
@@ -36,4 +38,57 @@ export function holdForResponse(lease: Lease, leaseMs: number, res: ServerRespon
   }
   res.once('finish', release)
   res.once('close', release)
+}
+
+/**
+ * Acquires a lease of `limiter` for the identity `key` (may be async) of the request answered by `res`, and holds
+ * an admitted one for as long as the response runs. Resolves with the lease (refused ones hold nothing), or with
+ * undefined when the client left while it was being acquired (a lease granted meanwhile is released at once).
+ * Rejects with what `key` rejects with, or with an invalid identity's error.
+ */
+export async function leaseForResponse(
+  limiter: ConcurrencyLimiter,
+  owner: string,
+  key: string | Promise<string>,
+  res: ServerResponse,
+): Promise<Lease | undefined> {
+  // Listening before the first await: the response may close while the identity or the lease is awaited.
+  let closedEarly = false
+  const onEarlyClose = () => {
+    closedEarly = true
+  }
+  res.once('close', onEarlyClose)
+  try {
+    const lease = await limiter.acquire(validIdentity(owner, await key))
+    if (!lease.allowed) return lease
+    if (closedEarly) {
+      void lease.release()
+      return undefined
+    }
+    holdForResponse(lease, limiter.leaseMs, res)
+    return lease
+  } finally {
+    res.off('close', onEarlyClose)
+  }
+}
+
+/**
+ * Waits `delayMs` before a request goes on (`proceed`), unless its client hangs up meanwhile: then the request never
+ * goes on. The timer is kept alive: a request waits on it (under fastify.inject no socket holds the process).
+ */
+export function proceedAfterDelay(res: ServerResponse, delayMs: number, proceed: () => void): void {
+  if (delayMs <= 0) {
+    proceed()
+    return
+  }
+  const hangUp = new AbortController()
+  const onClose = () => hangUp.abort()
+  res.once('close', onClose)
+  sleep(delayMs, hangUp.signal, { keepAlive: true }).then(
+    () => {
+      res.off('close', onClose)
+      proceed()
+    },
+    () => {},
+  )
 }

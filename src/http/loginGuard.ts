@@ -5,9 +5,9 @@ import { isStoreFailure } from '../core/failPolicy.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { RateLimiter } from '../core/rateLimiter.js'
-import { sleep } from '../core/sleep.js'
 import { isOptionsObject, orDefault } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
+import { proceedAfterDelay } from './heldLease.js'
 import { clientGone, type Middleware } from './middleware.js'
 import { mergeRateLimitHeaders, rateLimitHeaders } from './rateLimitHeaders.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
@@ -254,22 +254,8 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
         return
       }
       if (!res.headersSent) addRateLimitHeaders(res, answer.headers)
-      if (answer.delayMs <= 0) {
-        next()
-        return
-      }
       // A client that hangs up during its delay never reaches the route; its attempt stays counted.
-      const hangUp = new AbortController()
-      const onClose = () => hangUp.abort()
-      res.once('close', onClose)
-      // Kept alive: a request waits on it (under fastify.inject there is no socket to hold the process).
-      sleep(answer.delayMs, hangUp.signal, { keepAlive: true }).then(
-        () => {
-          res.off('close', onClose)
-          next()
-        },
-        () => {},
-      )
+      proceedAfterDelay(res, answer.delayMs, () => next())
     }, next)
   }
 
