@@ -29,3 +29,8 @@ export function ipIdentity(
 ): (context: GraphQLContext) => string {
   return (context) => `ip:${keyOf(contextIp(context, resolve))}`
 }
+
+/** Whether a GraphQL context carries the Node request the default identity reads the client address from. */
+export function hasNodeRequest(context: GraphQLContext): boolean {
+  return nodeRequest(context) !== undefined
+}

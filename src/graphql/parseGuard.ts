@@ -1,4 +1,4 @@
-import { type DocumentNode, GraphQLError, type ParseOptions, parse, type Source } from 'graphql'
+import { type DocumentNode, GraphQLError, Lexer, type ParseOptions, parse, Source, TokenKind } from 'graphql'
 import { limitRefusal, RefusalCodes, refusal } from './refusal.js'
 
 type ParseFn = (source: string | Source, options?: ParseOptions) => DocumentNode
@@ -21,16 +21,7 @@ export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): P
   const inner = parseFn ?? parse
   return (source, options) => {
     const text = typeof source === 'string' ? source : source.body
-    if (limits.maxNesting !== undefined && bracketNesting(text, limits.maxNesting) > limits.maxNesting) {
-      throw limitRefusal(
-        limits,
-        RefusalCodes.MAX_DEPTH_EXCEEDED,
-        400,
-        limits.maxNesting,
-        `The query nests brackets deeper than ${limits.maxNesting}.`,
-        'The query nests brackets too deeply.',
-      )
-    }
+    checkNesting(text, limits)
     try {
       return limits.maxTokens === undefined
         ? inner(source, options)
@@ -41,14 +32,7 @@ export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): P
         error instanceof GraphQLError &&
         /contains more tha[nt] \d+ tokens/.test(error.message)
       ) {
-        throw limitRefusal(
-          limits,
-          RefusalCodes.TOO_MANY_TOKENS,
-          400,
-          limits.maxTokens,
-          `The query has more than ${limits.maxTokens} tokens.`,
-          'The query has too many tokens.',
-        )
+        throw tooManyTokens(limits, limits.maxTokens)
       }
       if (error instanceof RangeError) {
         throw refusal(RefusalCodes.MAX_DEPTH_EXCEEDED, 'The query nests too deeply to parse.', 400)
@@ -56,6 +40,51 @@ export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): P
       throw error
     }
   }
+}
+
+/**
+ * The parse-time guards for a parser that cannot be wrapped (Apollo Server parses itself): `maxNesting` by the same
+ * scan, and `maxTokens` by running graphql-js' lexer over the text, up to one token past the limit, without
+ * building the AST. Text the lexer cannot read is left to the parser, which reports the syntax error.
+ */
+export function checkSourceBeforeParse(text: string, limits: ParseLimits): void {
+  checkNesting(text, limits)
+  const { maxTokens } = limits
+  if (maxTokens === undefined) return
+  const lexer = new Lexer(new Source(text))
+  let tokens = 0
+  try {
+    // Comments are skipped by `advance`; graphql-js' parser does not count them either.
+    while (lexer.advance().kind !== TokenKind.EOF) {
+      if (++tokens > maxTokens) throw tooManyTokens(limits, maxTokens)
+    }
+  } catch (error) {
+    if (error instanceof GraphQLError && error.extensions.code === RefusalCodes.TOO_MANY_TOKENS) throw error
+  }
+}
+
+function checkNesting(text: string, limits: ParseLimits): void {
+  if (limits.maxNesting !== undefined && bracketNesting(text, limits.maxNesting) > limits.maxNesting) {
+    throw limitRefusal(
+      limits,
+      RefusalCodes.MAX_DEPTH_EXCEEDED,
+      400,
+      limits.maxNesting,
+      `The query nests brackets deeper than ${limits.maxNesting}.`,
+      'The query nests brackets too deeply.',
+    )
+  }
+}
+
+function tooManyTokens(limits: ParseLimits, maxTokens: number): GraphQLError {
+  return limitRefusal(
+    limits,
+    RefusalCodes.TOO_MANY_TOKENS,
+    400,
+    maxTokens,
+    `The query has more than ${maxTokens} tokens.`,
+    'The query has too many tokens.',
+  )
 }
 
 /**

@@ -1,0 +1,476 @@
+import {
+  type DocumentNode,
+  type ExecutionResult,
+  GraphQLError,
+  type GraphQLSchema,
+  getVariableValues,
+  type OperationDefinitionNode,
+  type ValidationRule,
+} from 'graphql'
+import type { Decision } from '../../core/decision.js'
+import type { RateLimiter } from '../../core/rateLimiter.js'
+import { rateLimitHeaders } from '../../http/rateLimitHeaders.js'
+import { type ResolvedConfig, resolveConfig } from '../config.js'
+import {
+  CostAnalyzer,
+  costAnalysisOptions,
+  type PricedOperation,
+  selectOperation,
+  TooLargeToPriceError,
+} from '../cost/costAnalyzer.js'
+import { hidesWork } from '../cost/hiddenWork.js'
+import { FieldLimitExecutions } from '../fieldLimitExecutions.js'
+import { type FieldLimitDenial, FieldLimits } from '../fieldLimits.js'
+import { contextIp } from '../identity.js'
+import type { GraphQLContext, MaybePromise, ParseFunction, TollboothGraphQLOptions } from '../options.js'
+import { checkSourceBeforeParse, guardParse } from '../parseGuard.js'
+import {
+  limitDetails,
+  limitMessage,
+  limitRefusal,
+  type RefusalCode,
+  RefusalCodes,
+  refusal,
+} from '../refusal.js'
+import { maxAliasesRule } from '../rules/maxAliases.js'
+import { maxDepthRule } from '../rules/maxDepth.js'
+import { maxDirectivesRule } from '../rules/maxDirectives.js'
+import { maxRootFieldsRule } from '../rules/maxRootFields.js'
+import {
+  budgetRefusal,
+  type CostExtension,
+  charged,
+  fieldRefusal,
+  operationEvent,
+  refusedResult,
+  withCostExtension,
+} from './operationResults.js'
+import type { RequestState } from './requestState.js'
+import { SubscriptionAdmission } from './subscriptionAdmission.js'
+
+/** One operation as the executor will run it: graphql-js' `ExecutionArgs` has this shape. */
+export interface OperationArgs {
+  readonly schema: GraphQLSchema
+  readonly document: DocumentNode
+  readonly operationName?: string | null | undefined
+  /** The raw variables the client sent. */
+  readonly variableValues?: Readonly<Record<string, unknown>> | null | undefined
+  readonly contextValue?: unknown
+}
+
+/** Answers the operation with `result` instead of running it. */
+export type Stop = (result: ExecutionResult) => void
+
+/** What a server tells the engine about itself. */
+export interface ServerAdapter {
+  /**
+   * Whether the operation of this context is answered over HTTP, where a refusal's `extensions.http` (status,
+   * headers) becomes the status line: over graphql-ws it would only reach the client as data.
+   */
+  overHttp(context: GraphQLContext): boolean
+}
+
+/** An operation on its way through admission: what each step reads, and the refusal dry-run noted so far. */
+interface Pending {
+  /** The operation's context: where the request's state is found. */
+  readonly context: GraphQLContext
+  readonly operation: OperationDefinitionNode
+  readonly state: RequestState | undefined
+  readonly stop: Stop
+  /** Undefined when the operation was too large to price (dry-run lets it run). */
+  priced: PricedOperation | undefined
+  cost: number
+  /** Dry-run: the first refusal enforcement would have answered. */
+  wouldRefuse: RefusalCode | undefined
+}
+
+/** What admission decided for one operation, kept to refund and report after execution. */
+export interface Admission extends Readonly<Omit<Pending, 'stop'>> {
+  readonly limiter: RateLimiter
+  readonly identity: string
+  readonly decision: Decision
+}
+
+/** The budget decision: synchronous on a memory store, a `consume` (or a `peek` for a free operation) otherwise. */
+function decide(limiter: RateLimiter, identity: string, cost: number): MaybePromise<Decision> {
+  const now = typeof limiter.decideNow === 'function' ? limiter.decideNow(identity, cost) : undefined
+  if (now !== undefined) return now
+  return cost > 0 ? limiter.consume(identity, cost) : limiter.peek(identity)
+}
+
+/**
+ * Everything tollbooth does for a GraphQL operation, independent of the server that runs it: the parse-time guards,
+ * the structural rules, the price, the sensitive-field limits, the charge to the caller's budget, and after
+ * execution the refund, the report and `extensions.cost`. A server adapter (`useTollbooth` for Yoga/Envelop,
+ * `tollboothApolloPlugin` for Apollo Server) calls these steps from its own hooks.
+ *
+ * The steps after pricing are methods taking a `Pending`, not closures made per operation: a step runs directly, or
+ * after the promise it waits for, and admission is synchronous when nothing needs to wait (a memory store, a fixed
+ * limiter, a synchronous `identify`, no sensitive field): most requests then pay no promise for it.
+ */
+export class AdmissionEngine {
+  readonly config: ResolvedConfig
+  /** The structural rules (depth, aliases, directives, root fields), to validate every document with. */
+  readonly validationRules: readonly ValidationRule[]
+  readonly subscriptions: SubscriptionAdmission
+  private readonly analyzer: CostAnalyzer
+  private readonly fieldLimits: FieldLimits
+  private readonly guardedParsers = new WeakMap<object, ParseFunction>()
+
+  constructor(
+    options: TollboothGraphQLOptions,
+    private readonly server: ServerAdapter,
+  ) {
+    this.config = resolveConfig(options)
+    const { config } = this
+    // resolveConfig has refused keys unknown to the options; the analyzer gets its own and refuses any other.
+    this.analyzer = new CostAnalyzer(costAnalysisOptions(options))
+    this.fieldLimits = new FieldLimits({
+      configs: options.fieldLimits ?? {},
+      store: config.store,
+      prefix: config.name,
+      hooks: options.hooks,
+      ipKeyOptions: config.ipKeyOptions,
+      executions: new FieldLimitExecutions(
+        (context) => contextIp(context, config.resolveIp),
+        // In dry-run a run past the limit goes ahead (its decision is still reported to the hooks).
+        (denial) => (config.dryRun ? undefined : fieldRefusal(config, denial)),
+      ),
+    })
+    this.validationRules = validationRules(config)
+    this.subscriptions = new SubscriptionAdmission(config, options.hooks, (context) =>
+      server.overHttp(context),
+    )
+  }
+
+  /**
+   * A schema the server will run: a `costs` coordinate or an @rateLimit that is wrong for it fails here, at startup,
+   * rather than as a 500 on every request.
+   */
+  schemaChanged(schema: GraphQLSchema): void {
+    this.analyzer.model(schema)
+    this.fieldLimits.validate(schema)
+  }
+
+  /** Refuses query text longer than `limits.maxCharacters` (throws the refusal). */
+  checkLength(source: string): void {
+    const { maxCharacters } = this.config
+    if (maxCharacters !== undefined && source.length > maxCharacters) {
+      throw limitRefusal(
+        this.config,
+        RefusalCodes.QUERY_TOO_LARGE,
+        413,
+        maxCharacters,
+        `The query is longer than ${maxCharacters} characters.`,
+        'The query is too long.',
+      )
+    }
+  }
+
+  /** Whether the parse-time guards that need the parser (`maxTokens`, `maxNesting`) are on. */
+  get guardsParse(): boolean {
+    return this.config.maxTokens !== undefined || this.config.maxNesting !== undefined
+  }
+
+  /** `parseFn` with `maxTokens` and `maxNesting` enforced; one wrapper per parse function, not one per request. */
+  guardedParse(parseFn: ParseFunction): ParseFunction {
+    let guarded = this.guardedParsers.get(parseFn)
+    if (guarded === undefined) {
+      guarded = guardParse(parseFn, this.config)
+      this.guardedParsers.set(parseFn, guarded)
+    }
+    return guarded
+  }
+
+  /**
+   * `maxNesting` and `maxTokens` on query text about to be parsed by a parser that cannot be replaced (throws the
+   * refusal): the text is scanned and its tokens counted, without building the AST.
+   */
+  checkBeforeParse(source: string): void {
+    checkSourceBeforeParse(source, this.config)
+  }
+
+  /** Refuses an HTTP batch of more than `limits.maxBatchSize` operations (throws the refusal). */
+  checkBatchSize(size: number): void {
+    const { maxBatchSize } = this.config
+    if (size > maxBatchSize) {
+      throw limitRefusal(
+        this.config,
+        RefusalCodes.BATCH_TOO_LARGE,
+        413,
+        maxBatchSize,
+        `A batch may hold at most ${maxBatchSize} operations.`,
+        'The batch holds too many operations.',
+      )
+    }
+  }
+
+  /**
+   * Prices, checks and charges one operation. Undefined: the operation is not this engine's to settle — refused
+   * (`stop` has been called with the refusal), or left for the executor to reject (no such operation, invalid
+   * variables).
+   */
+  admit(
+    args: OperationArgs,
+    state: RequestState | undefined,
+    stop: Stop,
+  ): MaybePromise<Admission | undefined> {
+    const { config } = this
+    const context = (args.contextValue ?? {}) as GraphQLContext
+    const operation = selectOperation(args.document, args.operationName)
+    if (operation === undefined) return undefined // the executor reports the missing or ambiguous operation
+    const pending: Pending = {
+      context,
+      operation,
+      state,
+      stop,
+      priced: undefined,
+      cost: 0,
+      wouldRefuse: undefined,
+    }
+
+    try {
+      pending.priced = this.analyzer.priceOperation({
+        schema: args.schema,
+        document: args.document,
+        operationName: args.operationName,
+        variables: args.variableValues,
+      })
+      // Every operation pays at least minCost, so a spent budget refuses even a free-looking one.
+      pending.cost = Math.max(pending.priced.cost, config.minCost)
+    } catch (error) {
+      if (!(error instanceof TooLargeToPriceError || error instanceof GraphQLError)) throw error
+      // Invalid variables: the executor refuses them before any resolver runs.
+      if (error instanceof GraphQLError && variablesInvalid(args, operation)) return undefined
+      // Whatever else stops the estimate (a null `@include` condition, a null for a non-null argument, which
+      // graphql-js reports only as a field error if ever reached, a cost that is not a finite number): what cannot
+      // be priced does not run. Refused at cost 0; in dry-run it runs, counted at the cap.
+      const message =
+        error instanceof TooLargeToPriceError
+          ? limitMessage(config, error.message, 'The operation is too large to price.')
+          : `The operation cannot be priced: ${error.message}`
+      if (this.refuse(pending, refusal(RefusalCodes.COST_LIMIT_EXCEEDED, message, 400))) return undefined
+      pending.cost = config.maxCost
+    }
+
+    // An HTTP batch is judged by the sum of its operations' costs.
+    const { cost } = pending
+    const judgedCost = state === undefined ? cost : state.batchCost + cost
+    if (judgedCost > config.maxCost) {
+      const what = judgedCost === cost ? 'operation' : 'batch'
+      const message = limitMessage(
+        config,
+        `The ${what} costs ${judgedCost}, more than the maximum of ${config.maxCost}.`,
+        `The ${what} costs more than allowed.`,
+      )
+      const error = refusal(
+        RefusalCodes.COST_LIMIT_EXCEEDED,
+        message,
+        400,
+        limitDetails(config, { cost: judgedCost, maxCost: config.maxCost }),
+      )
+      if (this.refuse(pending, error)) return undefined
+    } else if (state !== undefined) {
+      state.batchCost = judgedCost // a refused operation does not count toward its batch
+    }
+
+    const { fieldLimits } = this
+    fieldLimits.countRuns(args.schema, context)
+    const selected = fieldLimits.selected(args.schema, args.document, operation)
+    if (selected.length === 0) return this.chooseLimiter(pending)
+    const variables = coercedVariables(args, operation)
+    return fieldLimits
+      .spend(selected, variables, contextIp(context, config.resolveIp), context)
+      .then((denial) => this.afterFieldLimits(pending, denial))
+  }
+
+  /**
+   * A sensitive field's denial refuses the operation before its budget is charged. (A limited field that then runs
+   * more often than it occurs, under a list, pays for each further run as it runs: see FieldLimitExecutions.)
+   */
+  private afterFieldLimits(
+    pending: Pending,
+    denial: FieldLimitDenial | undefined,
+  ): MaybePromise<Admission | undefined> {
+    if (denial !== undefined && this.refuse(pending, fieldRefusal(this.config, denial), denial.decision))
+      return undefined
+    return this.chooseLimiter(pending)
+  }
+
+  /** The budget this operation is charged to: the `limiter` option, or what it picks for the request. */
+  private chooseLimiter(pending: Pending): MaybePromise<Admission | undefined> {
+    const limiter = this.config.limiter(pending.context)
+    if (limiter instanceof Promise) return limiter.then((chosen) => this.identifyCaller(pending, chosen))
+    return this.identifyCaller(pending, limiter)
+  }
+
+  /** Whose budget: the `identify` option (the client IP by default). */
+  private identifyCaller(pending: Pending, limiter: RateLimiter): MaybePromise<Admission | undefined> {
+    const identity = this.config.identify(pending.context)
+    if (identity instanceof Promise) return identity.then((known) => this.charge(pending, limiter, known))
+    return this.charge(pending, limiter, identity)
+  }
+
+  /** Spends the operation's cost from the caller's budget (a free operation only peeks at it). */
+  private charge(
+    pending: Pending,
+    limiter: RateLimiter,
+    identity: string,
+  ): MaybePromise<Admission | undefined> {
+    const decision = decide(limiter, identity, pending.cost)
+    if (decision instanceof Promise)
+      return decision.then((decided) => this.judge(pending, limiter, identity, decided))
+    return this.judge(pending, limiter, identity, decision)
+  }
+
+  /**
+   * A cost the budget can never hold is the client's error (400, no Retry-After: waiting would not help); a spent
+   * budget is a 429. A free operation (only with `minCost: 0`) is never refused; its peek only feeds the headers.
+   */
+  private judge(
+    pending: Pending,
+    limiter: RateLimiter,
+    identity: string,
+    decision: Decision,
+  ): Admission | undefined {
+    const { config } = this
+    const { cost } = pending
+    if (!decision.allowed && cost > 0) {
+      const retry = `retry in ${Math.ceil(decision.retryAfterMs / 1000)} s.`
+      const error = budgetRefusal(
+        config,
+        decision,
+        limiter,
+        cost,
+        'The operation',
+        decision.remaining === 0
+          ? `The budget is spent; ${retry}`
+          : limitMessage(
+              config,
+              `The operation costs ${cost}, more than the ${decision.remaining} left in the budget; ${retry}`,
+              `The budget cannot pay for the operation now; ${retry}`,
+            ),
+      )
+      if (this.refuse(pending, error, decision)) return undefined
+    }
+    const { priced, operation, wouldRefuse, context, state } = pending
+    return { priced, operation, cost, limiter, identity, decision, wouldRefuse, context, state }
+  }
+
+  /** Refuses the operation (or, in dry-run, notes the refusal); answers whether admission stops here. */
+  private refuse(pending: Pending, error: GraphQLError, decision?: Decision): boolean {
+    const { config } = this
+    const code = error.extensions.code as RefusalCode
+    if (config.dryRun) {
+      pending.wouldRefuse ??= code
+      return false
+    }
+    const field = error.extensions.field as string | undefined
+    config.onOperation?.(
+      operationEvent(
+        config,
+        pending.operation,
+        pending.cost,
+        code,
+        decision,
+        field === undefined ? {} : { field },
+      ),
+    )
+    pending.stop(refusedResult(config, error, pending.cost, this.server.overHttp(pending.context)))
+    return true
+  }
+
+  /**
+   * After execution: refund what the response did not use, report, add `extensions.cost` and note the headers in
+   * the request's state. An operation pays its actual cost but never more than it was charged: the estimate is
+   * what admission checked against the budget, so an estimate that was too low is reported (`actualQueryCost`
+   * above it, the metrics), not billed afterwards.
+   */
+  settle(admission: Admission, result: ExecutionResult): ExecutionResult {
+    const { config } = this
+    const { cost, decision, limiter, state } = admission
+    const actual = actualCost(admission, result, config.minCost)
+    const refund = charged(decision) ? cost - Math.min(cost, actual) : 0
+    if (refund > 0 && limiter.refundNow?.(admission.identity, refund) === undefined) {
+      // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
+      limiter.refund(admission.identity, refund).catch(() => {})
+    }
+    const currentlyAvailable = Math.min(limiter.limit, decision.remaining + refund)
+    config.onOperation?.(
+      operationEvent(config, admission.operation, cost, admission.wouldRefuse, decision, {
+        actualCost: actual,
+      }),
+    )
+    if (state !== undefined && config.headers) {
+      // The headers describe the budget after the refund; a bucket refilled by `refund` is full that much sooner.
+      // In dry-run the operation ran: no Retry-After, whatever the decision.
+      const resetMs =
+        limiter.algorithm === 'tokenBucket'
+          ? Math.max(0, decision.resetMs - Math.floor((refund * 1000) / limiter.restorePerSecond))
+          : decision.resetMs
+      // Written out rather than spread from `decision`: a literal of fixed shape costs a fraction of a copy.
+      const after: Decision = {
+        allowed: true,
+        limit: decision.limit,
+        remaining: Math.floor(currentlyAvailable),
+        resetMs,
+        retryAfterMs: 0,
+        delayMs: decision.delayMs,
+        neverAllowed: false,
+        source: decision.source,
+      }
+      const fields = rateLimitHeaders(after, limiter.policy)
+      state.rateLimit = fields.RateLimit
+      state.rateLimitPolicy = fields['RateLimit-Policy']
+    }
+    if (!config.costExtension) return result
+    const extension: CostExtension = { requestedQueryCost: cost, actualQueryCost: actual }
+    if (config.exposeLimits) {
+      extension.throttleStatus = {
+        maximumAvailable: limiter.limit,
+        currentlyAvailable: Math.floor(currentlyAvailable),
+        restoreRate: limiter.restorePerSecond,
+      }
+    }
+    if (admission.wouldRefuse !== undefined) extension.wouldRefuse = admission.wouldRefuse
+    return withCostExtension(result, extension)
+  }
+}
+
+/**
+ * What an executed operation really cost: its response counted in the cost model (above the estimate when that
+ * was too low), or the whole estimate when an error hid work that ran (see `hidesWork`); never below `minCost`.
+ */
+function actualCost(admission: Admission, result: ExecutionResult, minCost: number): number {
+  const { priced, cost } = admission
+  // Too large to price (dry-run only): nothing to count against.
+  if (priced === undefined) return cost
+  const counted = priced.actual(result.data)
+  return Math.max(hidesWork(result.data, result.errors) ? Math.max(counted, cost) : counted, minCost)
+}
+
+function validationRules(config: ResolvedConfig): ValidationRule[] {
+  const rules: ValidationRule[] = []
+  if (config.maxDepth !== undefined) {
+    rules.push(maxDepthRule(config.maxDepth, config.maxIntrospectionDepth, config))
+  }
+  if (config.maxAliases !== undefined) rules.push(maxAliasesRule(config.maxAliases, config))
+  if (config.maxDirectives !== undefined) rules.push(maxDirectivesRule(config.maxDirectives, config))
+  if (config.maxRootFields !== undefined) rules.push(maxRootFieldsRule(config.maxRootFields, config))
+  return rules
+}
+
+/** Whether the executor will refuse the operation's variables (then no resolver runs, and nothing is charged). */
+function variablesInvalid(args: OperationArgs, operation: OperationDefinitionNode): boolean {
+  const raw = (args.variableValues ?? {}) as Record<string, unknown>
+  return getVariableValues(args.schema, operation.variableDefinitions ?? [], raw).errors !== undefined
+}
+
+function coercedVariables(args: OperationArgs, operation: OperationDefinitionNode): Record<string, unknown> {
+  const result = getVariableValues(
+    args.schema,
+    operation.variableDefinitions ?? [],
+    (args.variableValues ?? {}) as Record<string, unknown>,
+  )
+  return result.coerced ?? {}
+}
