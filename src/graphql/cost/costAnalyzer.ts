@@ -6,16 +6,17 @@ import {
   getVariableValues,
   type OperationDefinitionNode,
 } from 'graphql'
-import { getComplexity } from 'graphql-query-complexity'
-import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
+import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../../core/knownOptions.js'
 import { isOptionsObject, nonNegativeInteger, positiveInteger } from '../../core/validate.js'
-import { fragmentsOf } from '../documentParts.js'
 import { ResponsePlan } from './actualCost.js'
 import { type CostMap, CostModel, checkCostMapKeys } from './costModel.js'
 import { type DocumentPlan, planDocument } from './documentPlan.js'
-import { type CostSettings, costEstimator, type EstimateRun, type FieldPricing } from './estimator.js'
-import { type CostExplanation, explainTrace } from './explain.js'
+import { type CostSettings, type EstimateRun, estimateSelection } from './estimator.js'
+import type { CostExplanation, FieldExplanation } from './explain.js'
+import { checkExpandedSize, FieldVisitBudget } from './fieldVisits.js'
+
+export { TooLargeToPriceError } from './fieldVisits.js'
 
 export interface CostAnalysisOptions {
   /** Weights and list sizes by schema coordinate, for schemas you cannot annotate with `@cost`/`@listSize`. */
@@ -27,8 +28,9 @@ export interface CostAnalysisOptions {
   /** Flat price of a `__schema` or `__type` field (introspection reads no data). @default 1 */
   introspectionCost?: number
   /**
-   * Most fields the estimate visits, counting a fragment again at every spread. Above it the operation is not
-   * priced but refused (fragment explosion). graphql-query-complexity's `maxQueryNodes`. @default 10000
+   * Most fields the estimate visits, counting a fragment again at every spread and a field again at every
+   * occurrence (as if nothing merged). Above it the operation is not priced but refused (fragment explosion).
+   * @default 10000
    */
   maxFieldVisits?: number
 }
@@ -71,16 +73,6 @@ export interface PricedOperation {
   actual(data: unknown): number
 }
 
-/** The operation could not be priced within `maxFieldVisits`. */
-export class TooLargeToPriceError extends TollboothError {
-  constructor(readonly maxFieldVisits: number) {
-    super(
-      ErrorCodes.TOO_LARGE_TO_PRICE,
-      `The operation is too large to price (more than ${maxFieldVisits} fields once fragments are expanded).`,
-    )
-  }
-}
-
 const OWNER = 'useTollbooth'
 /** Cost cache entries per document: one per distinct value of the variables the cost depends on. */
 const MAX_COSTS_PER_DOCUMENT = 64
@@ -117,9 +109,10 @@ function keep(slot: CacheSlot, computed: VariablesEntry): void {
 }
 
 /**
- * Prices operations in the cost-directive model with graphql-query-complexity and tollbooth's estimator, and
- * counts what responses really cost. Estimates are cached per document and per value of the variables that
- * matter (slicing and weighted arguments, `@skip`/`@include`), so a persisted query costs one map lookup.
+ * Prices operations in the cost-directive model, over the fields as graphql-js executes them (one response key
+ * under one parent is one field), and counts what responses really cost. Estimates are cached per document and
+ * per value of the variables that matter (slicing and weighted arguments, `@skip`/`@include`), so a persisted
+ * query costs one map lookup.
  */
 export class CostAnalyzer {
   readonly settings: CostSettings
@@ -232,49 +225,42 @@ export class CostAnalyzer {
 
   /**
    * The estimate with its per-field breakdown (what `tollbooth cost` prints): the same computation as
-   * `estimate()`, traced, never cached.
+   * `estimate()`, explained, never cached.
    */
   explain(input: OperationInput): CostExplanation {
     const model = this.model(input.schema)
-    const operation = selectOperation(input.document, input.operationName)
-    if (operation === undefined) return { total: 0, fields: [] }
-    const trace: FieldPricing[] = []
-    const total = this.price(model, this.documentEntry(model, input.document).plan, input, trace)
-    const variables = coerceVariables(input.schema, operation, input.variables ?? {})
-    return explainTrace(operation, fragmentsOf(input.document), variables, trace, total)
+    const fields: FieldExplanation[] = []
+    const total = this.price(model, this.documentEntry(model, input.document).plan, input, fields)
+    return { total, fields }
   }
 
-  private price(model: CostModel, plan: DocumentPlan, input: OperationInput, trace?: FieldPricing[]): number {
+  private price(
+    model: CostModel,
+    plan: DocumentPlan,
+    input: OperationInput,
+    explained?: FieldExplanation[],
+  ): number {
     const operation = selectOperation(input.document, input.operationName)
     if (operation === undefined) return 0
-    const raw = input.variables ?? {}
+    const variables = coerceVariables(input.schema, operation, input.variables ?? {})
+    // Refused on the document's size with every fragment expanded and nothing merged (see fieldVisits.ts).
+    checkExpandedSize(operation.selectionSet, plan.fragments, variables, this.maxFieldVisits)
+    const rootType = input.schema.getRootType(operation.operation)
+    if (rootType == null) return 0
     const run: EstimateRun = {
+      schema: input.schema,
+      fragments: plan.fragments,
+      variables,
+      // The merged walk is bounded too: merging per type under an interface can walk a sub-selection once per
+      // group of types it is merged into.
+      budget: new FieldVisitBudget(this.maxFieldVisits),
       model,
       plan,
       settings: this.settings,
       mutationType: input.schema.getMutationType(),
-      variables: coerceVariables(input.schema, operation, raw),
       parentSizes: new Map(),
-      ...(trace === undefined ? {} : { trace }),
     }
-    let cost: number
-    try {
-      cost = getComplexity({
-        estimators: [costEstimator],
-        schema: input.schema,
-        query: input.document,
-        // graphql-query-complexity sums every operation when no name is given and reads `.name` of each.
-        operationName: operation.name?.value,
-        variables: raw as Record<string, unknown>,
-        context: run as unknown as Record<string, unknown>,
-        maxQueryNodes: this.maxFieldVisits,
-      })
-    } catch (error) {
-      if (error instanceof GraphQLError && /maximum allowed number of nodes/.test(error.message)) {
-        throw new TooLargeToPriceError(this.maxFieldVisits)
-      }
-      throw error
-    }
+    const cost = estimateSelection(run, [operation.selectionSet], rootType, explained)
     // A Float slicing argument of 1e309 is Infinity: its list costs Infinity, or NaN for a list of scalars.
     if (!Number.isFinite(cost)) {
       throw new GraphQLError(

@@ -34,12 +34,14 @@ export interface Sizing {
 
 /**
  * What the cost of a document depends on, found once per document (no variables needed):
- * - which child field nodes are sized by a parent's `sizedFields` (graphql-query-complexity calls an estimator
- *   without the parent's arguments, so the estimator of `edges` looks its parent up here);
+ * - which child field nodes are sized by a parent's `sizedFields` (the estimate of `edges` reads the size from its
+ *   parent's arguments, found here);
  * - which variables can change the cost (slicing and weighted arguments, `@skip`/`@include`), so the cost cache
  *   keys on those variables only.
  */
 export interface DocumentPlan {
+  /** The document's fragment definitions by name. */
+  readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>
   readonly sizing: ReadonlyMap<FieldNode, Sizing>
   readonly costVariables: readonly string[]
 }
@@ -102,7 +104,7 @@ export function planDocument(model: CostModel, document: DocumentNode): Document
       sizing.set(child, { parents, alsoOwnSize: elsewhere.has(child) })
     }
   }
-  return { sizing, costVariables: [...costVariables].sort() }
+  return { fragments, sizing, costVariables: [...costVariables].sort() }
 }
 
 /** Every operation's root selection set, merged (the operation executed is one of them). */

@@ -1,18 +1,29 @@
 import {
   type FieldNode,
+  type GraphQLCompositeType,
   type GraphQLField,
   type GraphQLNamedType,
   type GraphQLObjectType,
   type GraphQLType,
   getArgumentValues,
+  getNamedType,
+  isCompositeType,
   isInterfaceType,
   isListType,
   isNonNullType,
+  isObjectType,
+  type SelectionSetNode,
 } from 'graphql'
-import type { ComplexityEstimator, ComplexityEstimatorArgs } from 'graphql-query-complexity'
 import { readPath } from '../documentParts.js'
 import type { CostModel, FieldCost, ResolvedListSize, WeightedInput } from './costModel.js'
 import type { DocumentPlan, SizingParent } from './documentPlan.js'
+import { describeField, type FieldExplanation } from './explain.js'
+import {
+  type CollectionInput,
+  collectFields,
+  type FieldGroup,
+  type FieldOccurrence,
+} from './fieldCollection.js'
 
 /** Settings of the cost model that are not in the schema. */
 export interface CostSettings {
@@ -26,32 +37,24 @@ export interface CostSettings {
 
 /** How one field was priced: the numbers behind `(weight + children) × multiplier + arguments + mutation`. */
 export interface FieldPricing {
-  readonly node: FieldNode
-  /** The parent type as graphql-query-complexity walked it (a fragment's type condition, or the field's parent). */
-  readonly parentType: string
-  readonly fieldName: string
-  readonly weight: number
   readonly childrenCost: number
+  readonly argumentsCost: number
+  readonly mutationCost: number
   readonly multiplier: number
   /** Where the multiplier came from, in words ("slicing argument first = 10", "assumedSize", …); none for 1. */
   readonly sizeSource: string | undefined
-  readonly argumentsCost: number
-  readonly mutationCost: number
+  readonly weight: number
   readonly total: number
 }
 
-/** State of one estimate, passed to the estimator as graphql-query-complexity's `context`. */
-export interface EstimateRun {
+/** State of one estimate. */
+export interface EstimateRun extends CollectionInput {
   readonly model: CostModel
   readonly plan: DocumentPlan
   readonly settings: CostSettings
   readonly mutationType: GraphQLObjectType | null | undefined
-  /** Coerced variable values, to read a sizing parent's arguments. */
-  readonly variables: Readonly<Record<string, unknown>>
   /** Size given by each sizing parent, computed once per estimate. */
   readonly parentSizes: Map<SizingParent, ListSize>
-  /** When set, every priced field is recorded here in the order priced (children before their parent). */
-  readonly trace?: FieldPricing[]
 }
 
 /** A list size and where it came from. */
@@ -60,64 +63,155 @@ interface ListSize {
   readonly source: string
 }
 
+const NO_ARGUMENTS: Record<string, unknown> = Object.freeze({})
+
 /**
- * The cost-directive model as a graphql-query-complexity estimator (it always returns a number, so it is the
- * only estimator needed): `(weight + children) × list size + weighted arguments`, plus `mutationCost` on root
- * mutation fields. graphql-query-complexity already follows fragments, honours `@skip`/`@include` and takes the
- * most expensive possible type of an abstract selection.
+ * The cost-directive model: `(weight + children) × list size + weighted arguments`, plus `mutationCost` on root
+ * mutation fields, over the fields as graphql-js executes them (see fieldCollection.ts): a response key selected
+ * twice under one parent is one field, priced once with its sub-selections merged. A selection of an interface or
+ * union costs as its most expensive possible type, each type with its own merged fields.
+ *
+ * `sets` are the selection sets of the nodes of one merged field (or the operation's); with `explained`, each priced
+ * field is appended to it, with its own priced children.
  */
-export const costEstimator: ComplexityEstimator = (args: ComplexityEstimatorArgs): number => {
-  const run = args.context as EstimateRun
-  const pricing = priceField(run, args)
-  run.trace?.push(pricing)
+export function estimateSelection(
+  run: EstimateRun,
+  sets: readonly SelectionSetNode[],
+  staticType: GraphQLCompositeType,
+  explained?: FieldExplanation[],
+): number {
+  const { possibleTypes, groups } = collectFields(run, sets, staticType)
+  if (possibleTypes.length <= 1) {
+    let total = 0
+    for (const group of groups) total += priceGroup(run, group, possibleTypes, explained)
+    return total
+  }
+  const totals = new Array<number>(possibleTypes.length).fill(0)
+  for (const group of groups) {
+    const price = priceGroup(run, group, possibleTypes, explained)
+    for (const type of group.types) totals[type] = (totals[type] as number) + price
+  }
+  return Math.max(0, ...totals)
+}
+
+/** The price of one field as it executes: its merged occurrences, for the possible types it applies to. */
+function priceGroup(
+  run: EstimateRun,
+  group: FieldGroup,
+  possibleTypes: readonly GraphQLObjectType[],
+  explained: FieldExplanation[] | undefined,
+): number {
+  // graphql-js runs the first node's field with the first node's arguments (validation makes the others equal).
+  const first = group.occurrences[0] as FieldOccurrence
+  const name = first.node.name.value
+  if (name === '__typename') {
+    explained?.push(explanation(group, possibleTypes, name, FREE, []))
+    return 0
+  }
+  if (name === '__schema' || name === '__type') {
+    // A flat price: introspection reads the in-memory schema, and its depth is guarded separately.
+    const flat = run.settings.introspectionCost
+    explained?.push(explanation(group, possibleTypes, name, { ...FREE, weight: flat, total: flat }, []))
+    return flat
+  }
+  const field = fieldOf(first.context, name)
+  // Unknown to the schema: validation refuses it, nothing runs.
+  if (field === undefined) return 0
+  const children: FieldExplanation[] | undefined = explained === undefined ? undefined : []
+  const childrenCost = mergedChildrenCost(run, group, field, children)
+  let pricing = priceDefinition(run, group, first.context, field, childrenCost)
+  // On an object of one of `types` the field runs as that type's, and it may have been selected on other types
+  // too (fragments on an interface and on one of its implementations): priced as the dearest of those definitions,
+  // each with its own weights, list size and argument defaults.
+  const dearest = (type: GraphQLCompositeType): void => {
+    const definition = fieldOf(type, name)
+    if (definition === undefined || definition === field) return
+    const priced = priceDefinition(run, group, type, definition, childrenCost)
+    if (priced.total > pricing.total) pricing = priced
+  }
+  for (let index = 1; index < group.occurrences.length; index++) {
+    dearest((group.occurrences[index] as FieldOccurrence).context)
+  }
+  for (const type of group.types) dearest(possibleTypes[type] as GraphQLObjectType)
+  explained?.push(explanation(group, possibleTypes, field.name, pricing, children ?? []))
   return pricing.total
 }
 
-function priceField(run: EstimateRun, args: ComplexityEstimatorArgs): FieldPricing {
-  const { field, node } = args
-  const base = {
-    node,
-    parentType: args.type.name,
-    fieldName: field.name,
-    childrenCost: args.childComplexity,
-    argumentsCost: 0,
-    mutationCost: 0,
-    multiplier: 1,
-    sizeSource: undefined,
+/** The merged sub-selections of a group's nodes, as a value of the field's type. */
+function mergedChildrenCost(
+  run: EstimateRun,
+  group: FieldGroup,
+  field: GraphQLField<unknown, unknown>,
+  explained: FieldExplanation[] | undefined,
+): number {
+  const type = getNamedType(field.type)
+  if (!isCompositeType(type)) return 0
+  const sets: SelectionSetNode[] = []
+  for (const occurrence of group.occurrences) {
+    if (occurrence.node.selectionSet !== undefined) sets.push(occurrence.node.selectionSet)
   }
-  if (field.name === '__typename') return { ...base, weight: 0, total: 0 }
-  if (field.name === '__schema' || field.name === '__type') {
-    // A flat price: introspection reads the in-memory schema, and its depth is guarded separately.
-    const flat = run.settings.introspectionCost
-    return { ...base, weight: flat, childrenCost: 0, total: flat }
-  }
-  let pricing = priceDefinition(run, args, base, args.type, field, args.args)
-  // Selected on an interface, the field runs as one of its implementations': priced as the dearest of them, each
-  // with its own weights, list size and argument defaults (the arguments are read again against its definition).
-  if (isInterfaceType(args.type)) {
-    for (const type of run.model.schema.getPossibleTypes(args.type)) {
-      const implementation = type.getFields()[field.name]
-      if (implementation === undefined) continue
-      const values = getArgumentValues(implementation, node, run.variables)
-      const priced = priceDefinition(run, args, base, type, implementation, values)
-      if (priced.total > pricing.total) pricing = priced
-    }
-  }
-  return pricing
+  return sets.length === 0 ? 0 : estimateSelection(run, sets, type, explained)
 }
 
-/** The price of one definition of the field (`parentType.field`) with these argument values. */
+const FREE: FieldPricing = {
+  childrenCost: 0,
+  argumentsCost: 0,
+  mutationCost: 0,
+  multiplier: 1,
+  sizeSource: undefined,
+  weight: 0,
+  total: 0,
+}
+
+function explanation(
+  group: FieldGroup,
+  possibleTypes: readonly GraphQLObjectType[],
+  fieldName: string,
+  pricing: FieldPricing,
+  children: readonly FieldExplanation[],
+): FieldExplanation {
+  const first = group.occurrences[0] as FieldOccurrence
+  return {
+    parentType: parentTypeName(group, possibleTypes),
+    fieldName,
+    childrenCost: pricing.childrenCost,
+    argumentsCost: pricing.argumentsCost,
+    mutationCost: pricing.mutationCost,
+    multiplier: pricing.multiplier,
+    sizeSource: pricing.sizeSource,
+    weight: pricing.weight,
+    total: pricing.total,
+    field: describeField(first.node),
+    children,
+  }
+}
+
+/**
+ * The type a field was selected on (a fragment's condition, or its parent's type). When it runs as one type only and
+ * that type is not the whole story (its occurrences were selected on different types, or other types run other
+ * occurrences of its response key), that type.
+ */
+function parentTypeName(group: FieldGroup, possibleTypes: readonly GraphQLObjectType[]): string {
+  const context = (group.occurrences[0] as FieldOccurrence).context
+  const single = group.types.length === 1 ? possibleTypes[group.types[0] as number] : undefined
+  if (single === undefined) return context.name
+  const mixedContexts = group.occurrences.some((occurrence) => occurrence.context !== context)
+  return group.split || mixedContexts ? single.name : context.name
+}
+
+/** The price of one definition of the field (`parentType.field`) with the first node's argument values. */
 function priceDefinition(
   run: EstimateRun,
-  args: ComplexityEstimatorArgs,
-  base: Omit<FieldPricing, 'weight' | 'total'>,
+  group: FieldGroup,
   parentType: GraphQLNamedType,
   field: GraphQLField<unknown, unknown>,
-  values: Record<string, unknown>,
+  childrenCost: number,
 ): FieldPricing {
-  const { node } = args
+  const node = (group.occurrences[0] as FieldOccurrence).node
+  // Arguments are read even when nothing is priced by them: a null for a non-null argument cannot be priced.
+  const values = field.args.length === 0 ? NO_ARGUMENTS : getArgumentValues(field, node, run.variables)
   const cost = run.model.field(parentType, field)
-  const size = listSize(run, node, ownListSize(run, cost, field, values))
+  const size = groupListSize(run, group, ownListSize(run, cost, field, values))
   const multiplier = size?.size ?? 1
   const argumentsCost = weightedInputCost(cost.weightedArguments, values)
   const mutationCost = parentType === run.mutationType ? run.settings.mutationCost : 0
@@ -128,16 +222,26 @@ function priceDefinition(
       ? cost.weight
       : multiplier === Number.POSITIVE_INFINITY
         ? multiplier
-        : (cost.weight + args.childComplexity) * multiplier
+        : (cost.weight + childrenCost) * multiplier
   return {
-    ...base,
-    weight: cost.weight,
-    multiplier,
-    sizeSource: size?.source,
+    childrenCost,
     argumentsCost,
     mutationCost,
+    multiplier,
+    sizeSource: size?.source,
+    weight: cost.weight,
     total: valueCost + argumentsCost + mutationCost,
   }
+}
+
+/** The largest size any node of the group gets (merged nodes have the same arguments, but may sit under other parents). */
+function groupListSize(run: EstimateRun, group: FieldGroup, own: ListSize | undefined): ListSize | undefined {
+  let largest: ListSize | undefined
+  for (const occurrence of group.occurrences) {
+    const size = listSize(run, occurrence.node, own)
+    if (size !== undefined && (largest === undefined || size.size > largest.size)) largest = size
+  }
+  return largest
 }
 
 /**
@@ -232,4 +336,9 @@ export function weightedInputCost(inputs: readonly WeightedInput[], values: unkn
     total += input.weight + weightedInputCost(input.children, value)
   }
   return total
+}
+
+function fieldOf(type: GraphQLCompositeType, name: string): GraphQLField<unknown, unknown> | undefined {
+  if (isObjectType(type) || isInterfaceType(type)) return type.getFields()[name]
+  return undefined
 }
