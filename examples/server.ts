@@ -1,7 +1,8 @@
 /**
  * `npm start` — tollbooth's example server. One process, one port:
  *
- *   /graphql  GraphQL through Yoga: HTTP (GET and POST), SSE and graphql-ws; GraphiQL in a browser
+ *   /graphql  GraphQL through Yoga: HTTP (GET and POST), SSE and graphql-ws; GraphiQL in a browser (or through
+ *             Apollo Server with GRAPHQL_SERVER=apollo: HTTP and graphql-ws, Apollo Sandbox in a browser)
  *   /chat     a plain `ws` chat (text in, JSON out, broadcast to everyone, also seen by `subscription { messageAdded }`)
  *   /metrics  Prometheus text (tollbooth/metrics on prom-client)
  *
@@ -14,6 +15,7 @@
  * KEY_SECRET (HMAC for the identities hashed into Redis keys; set it, identities include IP addresses) ·
  * TRUST_PROXY: the proxies in front of the server, whose X-Forwarded-For is believed: a number of hops, or
  * addresses, CIDRs and `loopback`/`linklocal`/`uniquelocal`, comma-separated (default: none, the socket's address) ·
+ * GRAPHQL_SERVER=apollo serves /graphql with Apollo Server 5 instead of Yoga (same API, same protection) ·
  * TOLLBOOTH_MODE=dry-run computes and reports everything and refuses nothing · LEASE_MS: lifetime of the connection
  * and subscription leases, which a crashed instance leaves behind until they expire (default 30000).
  *
@@ -24,14 +26,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
-import { type DocumentNode, type ExecutionArgs, GraphQLError } from 'graphql'
-import type { ExecutionResult } from 'graphql-ws'
 import { useServer } from 'graphql-ws/use/ws'
-import { createYoga } from 'graphql-yoga'
 import { Cluster, Redis } from 'ioredis'
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import { type WebSocket, WebSocketServer } from 'ws'
-import { useTollbooth } from '../src/graphql/index.js'
 import {
   createClientIpResolver,
   type FailPolicy,
@@ -45,15 +43,11 @@ import {
 } from '../src/index.js'
 import { createPrometheusMetrics } from '../src/metrics/index.js'
 import { protectWebSocketServer } from '../src/ws/index.js'
-import {
-  Chat,
-  createDemoSchema,
-  type DemoContext,
-  type DemoUser,
-  demoUsers,
-  userByToken,
-} from './demo-api.js'
+import { createApolloGraphQL } from './apolloGraphQL.js'
+import { Chat, createDemoSchema, type DemoUser, demoUsers, userByToken } from './demo-api.js'
+import type { GraphQLEndpoint, GraphQLSetup } from './graphqlEndpoint.js'
 import { createRestRoutes, MAX_UPLOAD_BYTES } from './restRoutes.js'
+import { createYogaGraphQL } from './yogaGraphQL.js'
 
 const port = Number(process.env.PORT ?? 4000)
 const redisUrl = process.env.REDIS_URL || undefined
@@ -63,6 +57,7 @@ const keySecret = process.env.KEY_SECRET || undefined
 const trustProxy = parseTrustProxy(process.env.TRUST_PROXY)
 const mode = process.env.TOLLBOOTH_MODE === 'dry-run' ? 'dry-run' : 'enforce'
 const leaseMs = Number(process.env.LEASE_MS || 30_000)
+const graphqlServer = parseGraphQLServer(process.env.GRAPHQL_SERVER)
 
 // ---------------------------------------------------------------------------------------------------------------
 // Metrics and stores
@@ -149,11 +144,6 @@ function upgradeIdentity(req: IncomingMessage): string {
 // GraphQL
 // ---------------------------------------------------------------------------------------------------------------
 
-/** The server's own context, built by Yoga for every operation (HTTP, SSE and graphql-ws alike). */
-interface ServerContext extends DemoContext {
-  readonly req?: IncomingMessage
-}
-
 // Shopify-like budgets: bursts up to the capacity, a steady refill. Users fall back to a local (per-process)
 // bucket while Redis is down; anonymous callers are let through (a read-only API must not go down with Redis).
 const userBudget = tokenBucket({
@@ -177,51 +167,25 @@ const maxCost = 1000
 const subscriptionsPerIdentity = 3
 
 const chat = new Chat()
-const yoga = createYoga({
+const setup: GraphQLSetup = {
   schema: createDemoSchema(chat),
-  logging: 'warn',
-  graphiql: {
-    title: 'tollbooth example',
-    headers: JSON.stringify({ authorization: 'Bearer alice-token' }),
-    defaultQuery: /* GraphQL */ `# Signed in as Alice (see the headers below). The response's extensions.cost
-# shows the price: requested before execution, actual after (the rest is refunded).
-{
-  me { name }
-  search(text: "limit", first: 10) { title author { name } }
+  userOf,
+  tollbooth: {
+    limiter: (context) => (context.user ? userBudget : anonymousBudget),
+    identify: (context) => (context.user ? `user:${context.user.id}` : ipIdentity(context.req)),
+    store,
+    trustProxy,
+    maxCost,
+    limits,
+    subscriptions: { maxPerIdentity: subscriptionsPerIdentity, costPerEvent: 1, leaseMs },
+    mode,
+    hooks: metrics.limiterHooks,
+    onOperation: metrics.onOperation,
+  },
 }
-`,
-  },
-  context: (initial): ServerContext => {
-    // HTTP and SSE: the Fetch request's header. graphql-ws: connectionParams, else the upgrade request.
-    const { request, connectionParams, req } = initial as {
-      request?: Request
-      connectionParams?: Record<string, unknown>
-      req?: IncomingMessage
-    }
-    const user =
-      userOf(request?.headers.get('authorization')) ??
-      userOf(connectionParams?.authorization) ??
-      userOf(req?.headers.authorization)
-    return { user }
-  },
-  plugins: [
-    useTollbooth({
-      limiter: (context) => (context.user ? userBudget : anonymousBudget),
-      identify: (context) => {
-        const { user, req } = context as Partial<ServerContext>
-        return user ? `user:${user.id}` : ipIdentity(req)
-      },
-      store,
-      trustProxy,
-      maxCost,
-      limits,
-      subscriptions: { maxPerIdentity: subscriptionsPerIdentity, costPerEvent: 1, leaseMs },
-      mode,
-      hooks: metrics.limiterHooks,
-      onOperation: metrics.onOperation,
-    }),
-  ],
-})
+// GRAPHQL_SERVER=apollo serves the same API, with the same protection, on Apollo Server.
+const graphql: GraphQLEndpoint =
+  graphqlServer === 'apollo' ? await createApolloGraphQL(setup) : createYogaGraphQL(setup)
 
 // ---------------------------------------------------------------------------------------------------------------
 // WebSockets: graphql-ws at /graphql, the chat at /chat (two servers on one port: routed by path on 'upgrade')
@@ -244,49 +208,17 @@ const graphqlWsProtection = protectWebSocketServer(graphqlWss, {
 })
 metrics.watchWebSocketServer('graphql-ws', graphqlWsProtection)
 
-interface EnvelopedRoot {
-  execute(args: ExecutionArgs): Promise<ExecutionResult> | ExecutionResult
-  subscribe(args: ExecutionArgs): Promise<unknown>
-}
-// The README's recipe ("Subscriptions and graphql-ws"), plus a re-key from the client IP to the user named in
-// connection_init's `authorization` (a browser cannot send headers with its upgrade).
+// graphql-ws on the server's recipe, plus a re-key from the client IP to the user named in connection_init's
+// `authorization` (a browser cannot send headers with its upgrade).
 const graphqlWs = useServer(
-  {
-    execute: (args) => (args.rootValue as EnvelopedRoot).execute(args),
-    subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args) as never,
+  graphql.graphqlWsOptions({
     onConnect: async (ctx) => {
       const user = userOf(ctx.connectionParams?.authorization)
       if (user === undefined) return true
       // Over the cap of the user's connections: graphql-ws closes with 4403 Forbidden.
-      return (await graphqlWsProtection.rekey(ctx.extra.socket, `user:${user.id}`)).allowed
+      return (await graphqlWsProtection.rekey(ctx.extra.socket as WebSocket, `user:${user.id}`)).allowed
     },
-    onSubscribe: async (ctx, _id, params) => {
-      const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-        ...ctx,
-        req: ctx.extra.request,
-        socket: ctx.extra.socket,
-        params,
-      })
-      let document: DocumentNode
-      try {
-        document = parse(params.query)
-      } catch (error) {
-        // A document that does not parse, or that tollbooth's parse guards refuse, is the client's error: answer it
-        // (graphql-ws would log a throw here as the server's own, with its stack, for any client to repeat).
-        return [error instanceof GraphQLError ? error : new GraphQLError(String(error))]
-      }
-      const args = {
-        schema,
-        operationName: params.operationName,
-        document,
-        variableValues: params.variables,
-        contextValue: await contextFactory(),
-        rootValue: { execute, subscribe },
-      }
-      const errors = validate(args.schema, args.document)
-      return errors.length > 0 ? errors : args
-    },
-  },
+  }),
   graphqlWss,
 )
 graphqlWss.on('connection', (socket) => {
@@ -370,16 +302,16 @@ const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     return
   }
   if (path === '/') {
-    res.writeHead(302, { location: yoga.graphqlEndpoint }).end()
+    res.writeHead(302, { location: graphql.path }).end()
     return
   }
   if (restRoutes.handle(req, res)) return
-  void yoga(req, res)
+  graphql.handle(req, res)
 })
 
 server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
   const path = (req.url ?? '/').split('?')[0]
-  const wss = path === yoga.graphqlEndpoint ? graphqlWss : path === '/chat' ? chatWss : undefined
+  const wss = path === graphql.path ? graphqlWss : path === '/chat' ? chatWss : undefined
   if (wss === undefined || shuttingDown) {
     socket.end(
       `HTTP/1.1 ${shuttingDown ? '503 Service Unavailable' : '404 Not Found'}\r\nConnection: close\r\n\r\n`,
@@ -420,7 +352,7 @@ async function connectRedis(): Promise<void> {
 
 function banner(url: string, pid: number): string {
   const wsUrl = url.replace(/^http/, 'ws')
-  const graphqlUrl = `${url}${yoga.graphqlEndpoint}`
+  const graphqlUrl = `${url}${graphql.path}`
   const perSecond = (limiter: RateLimiter) => `${limiter.limit}, +${limiter.restorePerSecond}/s`
   const rows: [string, string, string][] = [
     [`${userBudget.name}`, `cost budget per user: ${perSecond(userBudget)}`, userBudget.failPolicy],
@@ -447,7 +379,8 @@ function banner(url: string, pid: number): string {
   ]
   const width = Math.max(...rows.map(([, what]) => what.length))
   const q = (query: string) => `--data-urlencode '${query}'`
-  const curl = (token: string) => `curl -s -i -G ${graphqlUrl} -H 'authorization: Bearer ${token}'`
+  const curl = (token: string) =>
+    `curl -s -i -G ${graphqlUrl} -H 'authorization: Bearer ${token}'${graphql.curlFlags}`
   const smallQuery = 'query={ me { name } search(text: "limit", first: 10) { title author { name } } }'
   const bigQuery = 'query={ users(first: 60) { name posts(first: 10) { title } } }'
   const capScript = [
@@ -460,8 +393,8 @@ function banner(url: string, pid: number): string {
     "s.on('open',()=>{console.log('3rd connection opened');process.exit(1)})})"
   return [
     `tollbooth example server on ${url}  (pid ${pid}: \`kill -TERM ${pid}\` or Ctrl+C stops it gracefully)`,
-    `  GraphQL     ${graphqlUrl}  (HTTP GET/POST, SSE; GraphiQL: open it in a browser)`,
-    `  graphql-ws  ${wsUrl}${yoga.graphqlEndpoint}`,
+    `  GraphQL     ${graphqlUrl}  (${graphql.serves})`,
+    `  graphql-ws  ${wsUrl}${graphql.path}`,
     `  chat        ${wsUrl}/chat?token=<token>  (plain WebSocket: send text, receive JSON)`,
     `  metrics     ${url}/metrics`,
     `  REST        POST ${url}/login (JSON email, password) · POST ${url}/upload (any body, ${MAX_UPLOAD_BYTES / 1024} KiB at most)`,
@@ -525,6 +458,7 @@ async function shutdown(signal: string): Promise<void> {
   //    keep-alive connections): their subscriptions end and release their leases.
   await finished(inFlight, 5000)
   server.closeAllConnections()
+  await graphql.stop()
   await new Promise((resolve) => setTimeout(resolve, 100))
   // 4. Quit Redis once the releases above have gone out.
   if (client !== undefined) await quitWithin(client, 1000)
@@ -577,6 +511,15 @@ async function closed(sockets: readonly WebSocket[], ms: number): Promise<void> 
 // second signal must not kill the process mid-shutdown. The 10 s deadline bounds a shutdown that hangs.
 process.on('SIGTERM', () => void shutdown('SIGTERM'))
 process.on('SIGINT', () => void shutdown('SIGINT'))
+
+/** GRAPHQL_SERVER: `yoga` (the default) or `apollo`; anything else is refused at startup. */
+function parseGraphQLServer(value: string | undefined): 'yoga' | 'apollo' {
+  const name = (value ?? '').trim().toLowerCase()
+  if (name === '' || name === 'yoga') return 'yoga'
+  if (name === 'apollo') return 'apollo'
+  console.error(`GRAPHQL_SERVER must be "yoga" or "apollo", got "${value}"`)
+  process.exit(1)
+}
 
 /** TRUST_PROXY: `2` (hops), or `loopback,10.0.0.0/8`; unset or empty trusts no proxy. */
 function parseTrustProxy(value: string | undefined): TrustProxy {

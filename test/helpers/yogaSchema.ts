@@ -1,5 +1,5 @@
 /**
- * The small schema of the Yoga integration tests (test/integration/graphql/yogaHttp.test.ts and its server worker,
+ * The small schema of the Yoga integration tests (test/integration/graphql/graphqlHttp.test.ts and its server worker,
  * test/helpers/yogaServerWorker.ts). No vitest here: the worker runs outside it.
  *
  * Eight users are stored; each has two friends. `users` and `friends` return fewer items than a large `first` asks

@@ -1,6 +1,6 @@
 /**
  * A Yoga server protected by `useTollbooth` in a process of its own, for the multi-process field-limit test of
- * test/integration/graphql/yogaHttp.test.ts: several such servers share one Redis, so a `login` limit holds across
+ * test/integration/graphql/graphqlHttp.test.ts: several such servers share one Redis, so a `login` limit holds across
  * them.
  *
  * Run it as `node --import <absolute URL of tsx's loader> test/helpers/yogaServerWorker.ts` (see childProcess.ts),

@@ -606,3 +606,86 @@ describe('npm start behind a trusted proxy (TRUST_PROXY=loopback): each limit co
     expect(statuses).toEqual([200, 200, 200, 429])
   })
 })
+
+describe('GRAPHQL_SERVER=apollo npm start: the same API and protection on Apollo Server', () => {
+  let example: ExampleServer
+
+  beforeAll(async () => {
+    example = await startExample({ GRAPHQL_SERVER: 'apollo' })
+  })
+  afterAll(() => {
+    if (example?.child.exitCode === null) example.child.kill('SIGKILL')
+  })
+
+  it('says it serves Apollo; commands 1 and 2 answer as on Yoga: a 200 with extensions.cost, then a 429', async () => {
+    expect(example.banner).toContain(`GraphQL     ${example.url}/graphql  (Apollo Server`)
+    const first = await sh(example.commands[0] as string)
+    expect(first.stdout).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    expect(first.stdout).toMatch(/\r\nratelimit-policy: "gql-user";q=1000;w=20\r\n/i)
+    const body = JSON.parse(first.stdout.slice(first.stdout.indexOf('\r\n\r\n') + 4)) as Json
+    expect(body.data.me).toEqual({ name: 'Alice' })
+    expect(body.extensions.cost).toMatchObject({ requestedQueryCost: 61, actualQueryCost: 19 })
+
+    const second = await sh(example.commands[1] as string)
+    const statuses = [...second.stdout.matchAll(/^HTTP\/1\.1 (\d+)/gm)].map((match) => match[1])
+    expect(statuses).toEqual(['200', '429'])
+    expect(second.stdout.slice(second.stdout.indexOf('HTTP/1.1 429'))).toMatch(/^retry-after: \d+/im)
+  })
+
+  it('login (@rateLimit: 5 per minute per IP and e-mail): the 6th attempt is refused', async () => {
+    const attempt = async () => {
+      const response = await fetch(`${example.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          query: 'mutation { login(email: "carol@example.com", password: "nope") { token } }',
+        }),
+      })
+      const body = (await response.json()) as Json
+      return body.errors?.[0]?.extensions?.code ?? 'ran'
+    }
+    const codes: string[] = []
+    for (let i = 0; i < 6; i++) codes.push(await attempt())
+    expect(codes.slice(0, 5).every((code) => code !== 'RATE_LIMITED')).toBe(true)
+    expect(codes[5]).toBe('RATE_LIMITED')
+  })
+
+  it('a subscription over graphql-ws is admitted and runs; a 4th at once is refused', async () => {
+    const client = createClient({
+      url: `${example.url.replace(/^http/, 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+      connectionParams: { authorization: 'Bearer alice-token' },
+    })
+    try {
+      const countdown: unknown[] = []
+      for await (const result of client.iterate({
+        query: 'subscription { countdown(from: 3, intervalMs: 20) }',
+      })) {
+        countdown.push(result.data?.countdown)
+      }
+      expect(countdown).toEqual([3, 2, 1])
+      // Three open subscriptions per identity: three that have delivered their first event hold their leases, and a
+      // fourth gets SUBSCRIPTION_LIMIT_EXCEEDED as its result.
+      const open = [1, 2, 3].map(() =>
+        client.iterate({ query: 'subscription { countdown(from: 2, intervalMs: 5000) }' }),
+      )
+      const firsts = await Promise.all(open.map((subscription) => subscription.next()))
+      expect(firsts.map((first) => first.value?.data?.countdown)).toEqual([2, 2, 2])
+      const results: string[] = []
+      for await (const result of client.iterate({ query: 'subscription { countdown(from: 1) }' })) {
+        results.push(String(result.errors?.[0]?.extensions?.code ?? result.data?.countdown))
+      }
+      expect(results).toEqual(['SUBSCRIPTION_LIMIT_EXCEEDED'])
+      await Promise.all(open.map((subscription) => subscription.return?.()))
+    } finally {
+      await client.dispose()
+    }
+  })
+
+  it('GRAPHQL_SERVER with another value is refused at startup', async () => {
+    await expect(startExample({ GRAPHQL_SERVER: 'express' })).rejects.toThrow(
+      /GRAPHQL_SERVER must be "yoga" or "apollo", got "express"/,
+    )
+  })
+})

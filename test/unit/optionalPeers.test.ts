@@ -27,4 +27,16 @@ describe('optional peers', () => {
       )
     expect(valueImports).toEqual([])
   })
+
+  it('only tollbooth/apollo imports @apollo/server, so tollbooth/graphql works without it', () => {
+    const apolloFiles = [join(src, 'apollo'), join(src, 'graphql', 'apollo')]
+    const importers = sourceFiles(src)
+      .filter((file) => !apolloFiles.some((dir) => file.startsWith(dir)))
+      .filter((file) => /from '@apollo\/server/.test(readFileSync(file, 'utf8')))
+    expect(importers).toEqual([])
+    // The Apollo adapter does import it: the check above looks for the right spelling.
+    expect(readFileSync(join(src, 'graphql', 'apollo', 'apolloHttp.ts'), 'utf8')).toMatch(
+      /from '@apollo\/server'/,
+    )
+  })
 })

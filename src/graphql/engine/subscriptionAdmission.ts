@@ -15,6 +15,7 @@ import {
   operationEvent,
   refusedResult,
   retryAfterSeconds,
+  withoutHttp,
 } from './operationResults.js'
 
 /** What a running subscription needs from tollbooth while it delivers events. */
@@ -103,7 +104,10 @@ export class SubscriptionAdmission {
         }
         const stopRenewing = keepLeaseAlive(lease, leases)
         return {
-          onNext: config.costPerEvent === 0 ? undefined : eventCharger(admission, config),
+          onNext:
+            config.costPerEvent === 0
+              ? undefined
+              : eventCharger(admission, config, this.overHttp(admission.context)),
           onEnd() {
             stopRenewing()
             void lease?.release()
@@ -118,22 +122,20 @@ export class SubscriptionAdmission {
 }
 
 /** Charges `costPerEvent` for each event; an event the budget cannot pay is replaced by a RATE_LIMITED error. */
-function eventCharger(admission: Admission, config: ResolvedConfig) {
+function eventCharger(admission: Admission, config: ResolvedConfig, overHttp: boolean) {
   return async ({ setResult }: { setResult: (r: ExecutionResult) => void }) => {
     const decision = await admission.limiter.consume(admission.identity, config.costPerEvent)
     if (decision.allowed || config.dryRun) return
-    setResult({
-      errors: [
-        budgetRefusal(
-          config,
-          decision,
-          admission.limiter,
-          config.costPerEvent,
-          'An event',
-          'The budget is spent; this event was not delivered.',
-        ),
-      ],
-    })
+    const error = budgetRefusal(
+      config,
+      decision,
+      admission.limiter,
+      config.costPerEvent,
+      'An event',
+      'The budget is spent; this event was not delivered.',
+    )
+    // Over graphql-ws there is no status line for the refusal's `http` (status, headers) to go to.
+    setResult({ errors: [overHttp ? error : withoutHttp(error)] })
   }
 }
 

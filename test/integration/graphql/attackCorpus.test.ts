@@ -1,29 +1,47 @@
 /**
- * A corpus of hostile GraphQL documents sent over HTTP to a real Yoga server (node:http, 127.0.0.1, port 0)
- * protected by useTollbooth with its default limits (maxCharacters 100000, maxTokens 5000, maxDepth 15,
- * maxAliases 30, maxDirectives 50, maxRootFields 20, maxBatchSize 10, maxFieldVisits 10000) and a budget so large
- * that no refusal here comes from the budget.
+ * A corpus of hostile GraphQL documents sent over HTTP to real servers (127.0.0.1, port 0) protected by tollbooth
+ * with its default limits (maxCharacters 100000, maxTokens 5000, maxDepth 15, maxAliases 30, maxDirectives 50,
+ * maxRootFields 20, maxBatchSize 10, maxFieldVisits 10000) and a budget so large that no refusal here comes from the
+ * budget. The same corpus runs against both servers tollbooth has an adapter for: Yoga (node:http) with
+ * useTollbooth, and Apollo Server (`startStandaloneServer`, batching on) with tollboothApolloPlugin.
  *
- * For every attack: the exact `extensions.code` of the guard that fires first (the guards run in this order:
- * batch size when Yoga reads the request; characters, then tokens while parsing; graphql-js' own rules and
+ * For every attack: the exact `extensions.code` of the guard that fires first (on Yoga the guards run in this
+ * order: batch size when Yoga reads the request; characters, then tokens while parsing; graphql-js' own rules and
  * tollbooth's structural rules during validation; cost, then budget before execution), the HTTP status (sent with
  * `accept: application/graphql-response+json`, so a refusal is not a 200), no resolver ran (every resolver of the
- * schema counts its calls), and the wall time of the round trip, printed as a table after the file. Afterwards the
- * server still answers a normal query, and the heap has not grown by more than MEMORY_BOUND.
+ * schema counts its calls), and the wall time of the round trip, printed as a table per server after the file.
+ * Afterwards the server still answers a normal query, and the heap has not grown by more than MEMORY_BOUND.
+ *
+ * Apollo Server differs where docs/graphql.md says it must (Apollo's limits, not the plugin's): the parse-time
+ * guards are answered after Apollo's own parse and validation (the refusal replaces Apollo's error when those fail
+ * first), graphql-js' rules run before tollbooth's structural rules and a document they reject gets only their
+ * errors, the structural rules answer their first error, and a refused batch is one refusal per operation. Each of
+ * those attacks asserts Apollo's exact answer. On Apollo no attack may be a 500, nor be logged as "Unexpected error
+ * processing request" (Apollo's `logger` is captured).
  *
  * Yoga runs with `batching: { limit: 1000 }`, so Yoga's own batch limit (default 10) cannot fire before tollbooth's.
  */
-import { createServer, type Server } from 'node:http'
+import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
+import { ApolloServer, type BaseContext } from '@apollo/server'
+import { startStandaloneServer } from '@apollo/server/standalone'
 import { createSchema, createYoga } from 'graphql-yoga'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { useTollbooth } from '../../../src/graphql/index.js'
+import { tollboothApolloPlugin } from '../../../src/apollo/index.js'
+import { type TollboothGraphQLOptions, useTollbooth } from '../../../src/graphql/index.js'
 import { RefusalCodes } from '../../../src/graphql/refusal.js'
 import { tokenBucket } from '../../../src/index.js'
 
 const MiB = 1024 * 1024
 /** How long one refusal may take, round trip included; the printed times are what matters. */
 const REFUSAL_BOUND_MS = 1_000
+/**
+ * The same on Apollo Server for text Apollo parses and validates although a parse-time guard has refused it (a
+ * megabyte of query text, every operation of a refused batch): it answers a plugin's error before then with a 500.
+ */
+const APOLLO_PARSED_REFUSAL_BOUND_MS = 10_000
 /** How much the heap may grow over the whole corpus. */
 const MEMORY_BOUND = 128 * MiB
 
@@ -73,8 +91,79 @@ const resolvers = {
   },
 }
 
-let server: Server
-let url: string
+/**
+ * A full garbage collection, so that the heap measured is what is kept (vitest's workers run without
+ * `--expose-gc`: the flag is set at run time, and `gc` read from a fresh context).
+ */
+function collectGarbage(): void {
+  setFlagsFromString('--expose-gc')
+  ;(runInNewContext('gc') as () => void)()
+}
+
+/** A server under attack: where to send, what it logged, how to stop it. */
+interface CorpusServer {
+  readonly url: string
+  /** What the server's logger got at warn and error level, one line each. */
+  readonly logged: string[]
+  close(): Promise<void>
+}
+
+type ServerName = 'Yoga' | 'Apollo Server'
+
+/** The same options on both servers: the default limits, a budget nothing here can spend. */
+function tollboothOptions(): TollboothGraphQLOptions {
+  return {
+    limiter: tokenBucket({ name: 'attack-corpus', capacity: 1_000_000_000, refillPerSecond: 1_000_000 }),
+    identify: () => 'attacker',
+  }
+}
+
+/** A logger keeping warn and error lines (debug and info are dropped). */
+function recordingLogger(logged: string[]) {
+  const record =
+    (level: string) =>
+    (...args: unknown[]) =>
+      logged.push(`${level}: ${args.map(String).join(' ')}`)
+  return { debug() {}, info() {}, warn: record('warn'), error: record('error') }
+}
+
+async function startYoga(): Promise<CorpusServer> {
+  const logged: string[] = []
+  const yoga = createYoga({
+    schema: createSchema({ typeDefs, resolvers }),
+    plugins: [useTollbooth(tollboothOptions())],
+    batching: { limit: 1000 },
+    logging: recordingLogger(logged),
+    graphiql: false,
+  })
+  const server = createServer(yoga)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`,
+    logged,
+    close: async () => {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    },
+  }
+}
+
+async function startApollo(): Promise<CorpusServer> {
+  const logged: string[] = []
+  const apollo = new ApolloServer<BaseContext>({
+    schema: createSchema({ typeDefs, resolvers }),
+    plugins: [tollboothApolloPlugin(tollboothOptions())],
+    allowBatchedHttpRequests: true,
+    logger: recordingLogger(logged),
+  })
+  const { url } = await startStandaloneServer(apollo, {
+    listen: { port: 0, host: '127.0.0.1' },
+    context: async ({ req }) => ({ req }),
+  })
+  return { url, logged, close: () => apollo.stop() }
+}
+
+let server: CorpusServer
 let heapBefore: number
 
 interface Outcome {
@@ -95,14 +184,16 @@ interface Row {
   code: string
   ms: number
 }
-const table: Row[] = []
+/** The rows printed after the file, per server. */
+const tables = new Map<ServerName, Row[]>()
+let table: Row[] = []
 
 /** POSTs a JSON body (a GraphQL request, or an array of them: a batch) and times the round trip. */
 async function send(body: unknown): Promise<Outcome> {
   const text = JSON.stringify(body)
   const callsBefore = resolverCalls
   const start = performance.now()
-  const response = await fetch(url, {
+  const response = await fetch(server.url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
     body: text,
@@ -124,7 +215,12 @@ async function send(body: unknown): Promise<Outcome> {
 async function expectRefused(
   attack: string,
   query: string | unknown[],
-  expected: { code: string | readonly string[]; status: number; otherCodes?: readonly string[] },
+  expected: {
+    code: string | readonly string[]
+    status: number
+    otherCodes?: readonly string[]
+    boundMs?: number
+  },
 ): Promise<Outcome> {
   const outcome = await send(typeof query === 'string' ? { query } : query)
   const size = typeof query === 'string' ? `${fmtSize(query.length)} chars` : `${query.length} ops`
@@ -137,7 +233,7 @@ async function expectRefused(
   expect(outcome.status).toBe(expected.status)
   expect(outcome.calls).toBe(0)
   expect(resolverCalls).toBe(0)
-  expect(outcome.ms).toBeLessThan(REFUSAL_BOUND_MS)
+  expect(outcome.ms).toBeLessThan(expected.boundMs ?? REFUSAL_BOUND_MS)
   return outcome
 }
 
@@ -157,36 +253,19 @@ function summarize(codes: string[]): string {
   return [...counts].map(([code, n]) => (n === 1 ? code : `${code} ×${n}`)).join(', ')
 }
 
-beforeAll(async () => {
-  heapBefore = process.memoryUsage().heapUsed
-  const yoga = createYoga({
-    schema: createSchema({ typeDefs, resolvers }),
-    plugins: [
-      useTollbooth({
-        limiter: tokenBucket({ name: 'attack-corpus', capacity: 1_000_000_000, refillPerSecond: 1_000_000 }),
-        identify: () => 'attacker',
-      }),
-    ],
-    batching: { limit: 1000 },
-    logging: false,
-    graphiql: false,
-  })
-  server = createServer(yoga)
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`
-})
-
-afterAll(async () => {
-  server.closeAllConnections()
-  await new Promise((resolve) => server.close(resolve))
-  const rows = [
-    ['attack', 'size', 'status', 'code', 'ms'],
-    ...table.map((row) => [row.attack, row.size, String(row.status), row.code, row.ms.toFixed(1)]),
-  ]
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((row) => (row[i] as string).length))) ?? []
-  const line = (row: string[]) =>
-    row.map((cell, i) => (i >= 4 ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0))).join('  ')
-  console.log(`[graphql attacks]\n${rows.map(line).join('\n')}`)
+afterAll(() => {
+  for (const [name, rows] of tables) {
+    const lines = [
+      ['attack', 'size', 'status', 'code', 'ms'],
+      ...rows.map((row) => [row.attack, row.size, String(row.status), row.code, row.ms.toFixed(1)]),
+    ]
+    const widths = lines[0]?.map((_, i) => Math.max(...lines.map((line) => (line[i] as string).length))) ?? []
+    const line = (cells: string[]) =>
+      cells
+        .map((cell, i) => (i >= 4 ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0)))
+        .join('  ')
+    console.log(`[graphql attacks: ${name}]\n${lines.map(line).join('\n')}`)
+  }
 })
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -223,7 +302,22 @@ function shortName(n: number): string {
 // The corpus
 // ---------------------------------------------------------------------------------------------------------------
 
-describe('useTollbooth under a corpus of hostile documents (real Yoga over HTTP)', () => {
+describe.each(['Yoga', 'Apollo Server'] as const)('%s under a corpus of hostile documents (HTTP)', (name) => {
+  const onApollo = name === 'Apollo Server'
+
+  beforeAll(async () => {
+    resolverCalls = 0
+    table = []
+    tables.set(name, table)
+    collectGarbage()
+    heapBefore = process.memoryUsage().heapUsed
+    server = onApollo ? await startApollo() : await startYoga()
+  })
+
+  afterAll(async () => {
+    await server.close()
+  })
+
   const { QUERY_TOO_LARGE, TOO_MANY_TOKENS, MAX_DEPTH_EXCEEDED, MAX_ALIASES_EXCEEDED } = RefusalCodes
   const { MAX_DIRECTIVES_EXCEEDED, MAX_ROOT_FIELDS_EXCEEDED, BATCH_TOO_LARGE, COST_LIMIT_EXCEEDED } =
     RefusalCodes
@@ -293,6 +387,19 @@ describe('useTollbooth under a corpus of hostile documents (real Yoga over HTTP)
 
   it('@include(if: true) × 51 on one field: MAX_DIRECTIVES_EXCEEDED (graphql-js also reports the repeats)', async () => {
     const query = `{ hello ${'@include(if: true) '.repeat(51)}}`
+    if (onApollo) {
+      // Apollo validates with graphql-js' rules alone and answers their errors: tollbooth's rules run once the
+      // operation is resolved, which this one never is. Refused all the same, by the 50 repeats.
+      const outcome = await expectRefused('@include × 51', query, {
+        code: 'GRAPHQL_VALIDATION_FAILED',
+        status: 400,
+      })
+      expect(outcome.codes).toHaveLength(50)
+      expect(new Set(messages(outcome))).toEqual(
+        new Set(['The directive "@include" can only be used once at this location.']),
+      )
+      return
+    }
     // UniqueDirectivesPerLocationRule reports each repeat of the non-repeatable @include (50 errors), after
     // tollbooth's rule, which reports on entering the operation.
     const outcome = await expectRefused('@include × 51', query, {
@@ -325,7 +432,18 @@ describe('useTollbooth under a corpus of hostile documents (real Yoga over HTTP)
       { length: 50 },
       (_, i) => `fragment C${i} on Node { name child { ...C${(i + 1) % 50} } }`,
     )
-    const outcome = await expectRefused('fragment cycle ×50', `{ node { ...C0 } } ${fragments.join(' ')}`, {
+    const query = `{ node { ...C0 } } ${fragments.join(' ')}`
+    if (onApollo) {
+      // Apollo answers graphql-js' NoFragmentCyclesRule alone: tollbooth's depth rule never runs on it.
+      const outcome = await expectRefused('fragment cycle ×50', query, {
+        code: 'GRAPHQL_VALIDATION_FAILED',
+        status: 400,
+      })
+      expect(outcome.codes).toHaveLength(1)
+      expect(messages(outcome)[0]).toMatch(/^Cannot spread fragment "C0" within itself via "C1", /)
+      return
+    }
+    const outcome = await expectRefused('fragment cycle ×50', query, {
       code: MAX_DEPTH_EXCEEDED,
       status: 400,
       otherCodes: ['GRAPHQL_VALIDATION_FAILED'],
@@ -361,7 +479,17 @@ describe('useTollbooth under a corpus of hostile documents (real Yoga over HTTP)
   it('field duplication `{ hello … }` × 4000 (under the token limit): MAX_ROOT_FIELDS_EXCEEDED', async () => {
     // graphql-js 16.15's OverlappingFieldsCanBeMergedRule meters its pairwise comparisons (500,000) and gives up
     // with "Validation aborted." on the 4000 × 4000 pairs: a second error after tollbooth's.
-    const outcome = await expectRefused('hello × 4000', `{ ${'hello '.repeat(4000)}}`, {
+    const query = `{ ${'hello '.repeat(4000)}}`
+    if (onApollo) {
+      // Apollo answers graphql-js' error alone; tollbooth's root-field rule never runs on it.
+      const outcome = await expectRefused('hello × 4000', query, {
+        code: 'GRAPHQL_VALIDATION_FAILED',
+        status: 400,
+      })
+      expect(messages(outcome)).toEqual(['Validation aborted.'])
+      return
+    }
+    const outcome = await expectRefused('hello × 4000', query, {
       code: MAX_ROOT_FIELDS_EXCEEDED,
       status: 400,
       otherCodes: ['GRAPHQL_VALIDATION_FAILED'],
@@ -398,19 +526,60 @@ describe('useTollbooth under a corpus of hostile documents (real Yoga over HTTP)
     expect(outcome.ms).toBeLessThan(REFUSAL_BOUND_MS)
   })
 
+  // Apollo Server parses (and validates) the text of these before it can answer the refusal: a longer bound.
+  const parsedByApollo = onApollo ? { boundMs: APOLLO_PARSED_REFUSAL_BOUND_MS } : {}
+
   it('a 1 MB query text: QUERY_TOO_LARGE before parsing', async () => {
     const query = `{ ${'hello '.repeat(Math.ceil(MiB / 6))}}`
-    await expectRefused('1 MB query', query, { code: QUERY_TOO_LARGE, status: 413 })
+    const outcome = await expectRefused('1 MB query', query, {
+      code: QUERY_TOO_LARGE,
+      status: 413,
+      ...parsedByApollo,
+    })
+    // The refusal replaces the error graphql-js' validation answers first on Apollo ("Validation aborted.").
+    expect(outcome.codes).toEqual([QUERY_TOO_LARGE])
   })
+
+  /** Apollo answers a refused batch with one refusal per operation, all 413 together. */
+  const expectBatchRefusal = (outcome: Outcome, size: number) => {
+    if (!onApollo) {
+      expect(outcome.codes).toEqual([BATCH_TOO_LARGE])
+      expect(Array.isArray(outcome.body)).toBe(false)
+      return
+    }
+    expect(Array.isArray(outcome.body)).toBe(true)
+    expect(outcome.body).toHaveLength(size)
+    expect(outcome.codes).toEqual(Array.from({ length: size }, () => BATCH_TOO_LARGE))
+    for (const result of outcome.body as { data?: unknown; errors: unknown[] }[]) {
+      expect(result.data).toBeUndefined()
+      expect(result.errors).toHaveLength(1)
+    }
+  }
 
   it('an HTTP batch of 1000 operations: BATCH_TOO_LARGE (413) before any operation is parsed', async () => {
     const batch = Array.from({ length: 1000 }, () => ({ query: '{ hello }' }))
-    await expectRefused('batch of 1000', batch, { code: BATCH_TOO_LARGE, status: 413 })
+    const outcome = await expectRefused('batch of 1000', batch, {
+      code: BATCH_TOO_LARGE,
+      status: 413,
+      ...parsedByApollo,
+    })
+    expectBatchRefusal(outcome, 1000)
   })
 
   it('an HTTP batch of 1000 deep, 1 MB operations: BATCH_TOO_LARGE, none of them parsed', async () => {
     const batch = Array.from({ length: 1000 }, () => ({ query: nested(140) }))
-    await expectRefused('batch of 1000 × depth 140', batch, { code: BATCH_TOO_LARGE, status: 413 })
+    const outcome = await expectRefused('batch of 1000 × depth 140', batch, {
+      code: BATCH_TOO_LARGE,
+      status: 413,
+      ...parsedByApollo,
+    })
+    expectBatchRefusal(outcome, 1000)
+  })
+
+  it('an HTTP batch of 11 operations, one over maxBatchSize: BATCH_TOO_LARGE for the whole batch', async () => {
+    const batch = Array.from({ length: 11 }, () => ({ query: '{ hello }' }))
+    const outcome = await expectRefused('batch of 11', batch, { code: BATCH_TOO_LARGE, status: 413 })
+    expectBatchRefusal(outcome, 11)
   })
 
   it('afterwards: a normal query is answered, and the heap has not grown much', async () => {
@@ -427,9 +596,15 @@ describe('useTollbooth under a corpus of hostile documents (real Yoga over HTTP)
     const batch = await send([{ query: '{ hello }' }, { query: '{ node { name } }' }])
     expect(batch.status).toBe(200)
     expect(batch.body).toMatchObject([{ data: { hello: 'world' } }, { data: { node: { name: 'n' } } }])
-    ;(globalThis as { gc?: () => void }).gc?.()
+    collectGarbage()
     const growth = process.memoryUsage().heapUsed - heapBefore
-    console.log(`[graphql attacks] heapUsed grew by ${(growth / MiB).toFixed(1)} MiB over the corpus`)
+    console.log(
+      `[graphql attacks: ${name}] heapUsed grew by ${(growth / MiB).toFixed(1)} MiB over the corpus`,
+    )
     expect(growth).toBeLessThan(MEMORY_BOUND)
+  })
+
+  it('the server logged nothing at warn or error level over the whole corpus (no "Unexpected error")', () => {
+    expect(server.logged).toEqual([])
   })
 })

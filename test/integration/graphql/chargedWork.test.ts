@@ -1,5 +1,6 @@
 /**
- * Work is paid for: attacks that got work without paying for it, replayed through a real Yoga server over HTTP.
+ * Work is paid for: attacks that got work without paying for it, replayed over HTTP through both servers tollbooth
+ * protects (a real Yoga server and a real Apollo Server, test/helpers/graphqlServers.ts).
  *
  * - A response nulled by an error must not refund the work that ran before the error nulled it.
  * - Operations priced 0 (only `__typename`, slicing arguments of 0 or below) must not pass a spent budget.
@@ -9,19 +10,15 @@
  * `search` 5 per item, root mutation fields +10, every operation at least `minCost` (1).
  */
 import { randomUUID } from 'node:crypto'
-import { createSchema, createYoga } from 'graphql-yoga'
+import { createSchema } from 'graphql-yoga'
 import { Registry } from 'prom-client'
 import { afterEach, describe, expect, it } from 'vitest'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../../../src/core/rateLimiter.js'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
-import {
-  costDirectivesTypeDefs,
-  type TollboothGraphQLOptions,
-  useTollbooth,
-} from '../../../src/graphql/index.js'
+import { costDirectivesTypeDefs, type TollboothGraphQLOptions } from '../../../src/graphql/index.js'
 import { createPrometheusMetrics } from '../../../src/metrics/index.js'
-import { type ListeningServer, listen, postGraphQL } from '../../helpers/graphqlHttp.js'
+import { closeServers, type GraphQLServerDriver, graphqlServerDrivers } from '../../helpers/graphqlServers.js'
 
 const typeDefs = /* GraphQL */ `
   type Item {
@@ -106,9 +103,8 @@ function createServerSchema(calls: Record<string, number>) {
   })
 }
 
-const servers: ListeningServer[] = []
 afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => server.close()))
+  await closeServers()
 })
 
 /** A budget no test shares, refilling so slowly (a token every 100 s) that nothing comes back meanwhile. */
@@ -123,205 +119,202 @@ function budget(capacity: number): RateLimiter {
 
 const CLIENT = 'ip:127.0.0.1'
 
-async function start(options: TollboothGraphQLOptions) {
-  const calls: Record<string, number> = {}
-  const yoga = createYoga({
-    schema: createServerSchema(calls),
-    logging: false,
-    plugins: [useTollbooth(options)],
-  })
-  const server = await listen(yoga)
-  servers.push(server)
-  return { calls, url: server.url, post: (query: string) => postGraphQL(server.url, query) }
-}
-
-describe('a response nulled by an error is charged for the work that ran', () => {
-  it('a login that ran, followed by a non-null sibling that throws, pays its whole estimate', async () => {
-    const limiter = budget(1000)
-    const server = await start({ limiter })
-    // login: (Session 1 + user (1 + children 20 × 1)) + mutation 10 = 32; explode: Boolean 0 + mutation 10 = 10.
-    const reply = await server.post(
-      'mutation { login(email: "alice@example.com") { token user { children(first: 20) { id } } } explode }',
-    )
-    expect(reply.status).toBe(200)
-    expect(reply.body.data).toBeNull()
-    expect(reply.body.errors?.map((error) => error.path)).toEqual([['explode']])
-    // Everything ran before explode nulled data: the response shows none of it, and nothing is refunded.
-    expect(server.calls).toEqual({ login: 1, children: 1, explode: 1 })
-    expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 42, actualQueryCost: 42 })
-    expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 42)
-  })
-
-  it('a root mutation that nulled data pays its mutationCost', async () => {
-    const limiter = budget(100)
-    const server = await start({ limiter })
-    const reply = await server.post('mutation { explode }')
-    expect(reply.body.data).toBeNull()
-    expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 10 })
-    expect((await limiter.peek(CLIENT)).remaining).toBe(90)
-  })
-
-  it('a nullable field whose own resolver threw ran nothing below it: that part is refunded', async () => {
-    const limiter = budget(1000)
-    const server = await start({ limiter })
-    // items 3 × 1 = 3; maybe: 1 + children 4 × 1 = 5. Only the 3 items came back, and nothing ran below maybe.
-    const reply = await server.post('{ items(first: 3) { id } maybe { children(first: 4) { id } } }')
-    expect(reply.body.data).toEqual({ items: [item(0), item(1), item(2)], maybe: null })
-    expect(reply.body.errors?.map((error) => error.path)).toEqual([['maybe']])
-    expect(server.calls).toEqual({ items: 1, maybe: 1 })
-    expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 8, actualQueryCost: 3 })
-    expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 3)
-  })
-
-  it('a root mutation field that ran and answered null pays its mutationCost, not its subtree', async () => {
-    const limiter = budget(100)
-    const server = await start({ limiter })
-    // login: (Session 1 + user 1) + mutation 10 = 12 requested; it answered null: 10.
-    const reply = await server.post('mutation { login(email: "nobody@example.com") { token user { id } } }')
-    expect(reply.body.data).toEqual({ login: null })
-    expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 12, actualQueryCost: 10 })
-    expect((await limiter.peek(CLIENT)).remaining).toBe(90)
-  })
-})
-
-describe('no operation is free past a spent budget', () => {
-  it('once the budget is spent, an operation selecting only __typename is refused (minCost 1)', async () => {
-    const limiter = budget(20)
-    const server = await start({ limiter })
-    expect((await server.post('{ items(first: 15) { id } }')).status).toBe(200)
-    // 5 left: not spent, but too little for 10 (5 more tokens at 0.01/s: 500 s).
-    const tooDear = await server.post('{ items(first: 10) { id } }')
-    expect(tooDear.status).toBe(429)
-    expect(tooDear.body.errors?.[0]?.message).toBe(
-      'The operation costs 10, more than the 5 left in the budget; retry in 500 s.',
-    )
-    expect((await server.post('{ items(first: 5) { id } }')).status).toBe(200)
-
-    const typename = await server.post('{ __typename }')
-    expect(typename.status).toBe(429)
-    expect(typename.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMITED')
-    expect(typename.body.extensions?.cost).toEqual({ requestedQueryCost: 1 })
-  })
-
-  it('minCost: 0 lets an operation priced 0 through a spent budget; a larger minCost is charged', async () => {
-    const spent = budget(5)
-    const free = await start({ limiter: spent, minCost: 0 })
-    expect((await free.post('{ items(first: 5) { id } }')).status).toBe(200)
-    const typename = await free.post('{ __typename }')
-    expect(typename.status).toBe(200)
-    expect(typename.body.extensions?.cost).toMatchObject({ requestedQueryCost: 0, actualQueryCost: 0 })
-
-    const limiter = budget(100)
-    const dearer = await start({ limiter, minCost: 5 })
-    const reply = await dearer.post('{ __typename }')
-    expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 5, actualQueryCost: 5 })
-    expect((await limiter.peek(CLIENT)).remaining).toBe(95)
-  })
-
-  it('replayed: 200 requests of ten messages(last: -1) aliases run until the budget is spent, then are refused', async () => {
-    const limiter = budget(300)
-    const server = await start({ limiter })
-    const aliases = Array.from({ length: 10 }, (_, i) => `m${i}: messages(last: -1) { id }`).join(' ')
-    const statuses: number[] = []
-    for (let round = 0; round < 20; round++) {
-      const replies = await Promise.all(Array.from({ length: 10 }, () => server.post(`{ ${aliases} }`)))
-      statuses.push(...replies.map((reply) => reply.status))
+describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
+  async function start(options: TollboothGraphQLOptions) {
+    const calls: Record<string, number> = {}
+    const server = await driver.start(options, { served: { schema: createServerSchema(calls), calls } })
+    return {
+      calls,
+      post: (query: string, variables?: Record<string, unknown>) => server.post({ query, variables }),
     }
-    // last: -1 is priced as an unsliced call: the default size, 10 items, per alias: 100 per request, 3 of 300.
-    expect(statuses.filter((status) => status === 200)).toHaveLength(3)
-    expect(statuses.filter((status) => status === 429)).toHaveLength(197)
-    expect(server.calls).toEqual({ messages: 30 })
-  })
+  }
 
-  it('a slicing argument of 0 or below is priced as if absent, and an empty list pays its weight', async () => {
-    const limiter = budget(1000)
-    const server = await start({ limiter })
-    // search(first: 0): 10 (the default size) × 5; the empty list that came back: its weight once, 5.
-    const search = await server.post('{ search(text: "x", first: 0) { id } }')
-    expect(search.body.data).toEqual({ search: [] })
-    expect(search.body.extensions?.cost).toMatchObject({ requestedQueryCost: 50, actualQueryCost: 5 })
-    expect(server.calls).toEqual({ search: 1 })
-    // items(first: -3): 10 × 1; an empty list: 1.
-    const negative = await server.post('{ items(first: -3) { id } }')
-    expect(negative.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 1 })
-    expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 5 - 1)
-  })
-})
-
-describe('what cannot be priced does not run', () => {
-  // Each would be 429 for the spent budget, or 400 over maxCost, if it were priced: none may run unpriced.
-  const expensive = 'items(first: 100) { id children(first: 100) { id } }'
-
-  it.each([
-    [
-      'a null @include condition under a list that comes back empty',
-      `query($b: Boolean = true) { search(text: "x", first: 0) { id @include(if: $b) } ${expensive} }`,
-      { b: null },
-      'Argument "if" of non-null type "Boolean!" must not be null.',
-    ],
-    [
-      'a null for a non-null argument, through a nullable variable with a default',
-      `query($id: ID = "i1") { item(id: $id) { id } ${expensive} }`,
-      { id: null },
-      'Argument "id" of non-null type "ID!" must not be null.',
-    ],
-    [
-      'a slicing argument of 1e309 on a list of scalars (Infinity × 0 is NaN)',
-      `{ tags(first: 1e309) ${expensive} }`,
-      undefined,
-      'its cost is not a finite number (a slicing argument or a weighted input too large).',
-    ],
-  ])('%s: refused with 400 COST_LIMIT_EXCEEDED, no resolver run', async (_, query, variables, reason) => {
-    const limiter = budget(100)
-    const server = await start({ limiter })
-    const reply = await postGraphQL(server.url, query, variables === undefined ? {} : { variables })
-    expect(reply.status).toBe(400)
-    expect(reply.body.errors?.[0]).toMatchObject({
-      message: `The operation cannot be priced: ${reason}`,
-      extensions: { code: 'COST_LIMIT_EXCEEDED' },
+  describe('a response nulled by an error is charged for the work that ran', () => {
+    it('a login that ran, followed by a non-null sibling that throws, pays its whole estimate', async () => {
+      const limiter = budget(1000)
+      const server = await start({ limiter })
+      // login: (Session 1 + user (1 + children 20 × 1)) + mutation 10 = 32; explode: Boolean 0 + mutation 10 = 10.
+      const reply = await server.post(
+        'mutation { login(email: "alice@example.com") { token user { children(first: 20) { id } } } explode }',
+      )
+      expect(reply.status).toBe(200)
+      expect(reply.body.data).toBeNull()
+      expect(reply.body.errors?.map((error) => error.path)).toEqual([['explode']])
+      // Everything ran before explode nulled data: the response shows none of it, and nothing is refunded.
+      expect(server.calls).toEqual({ login: 1, children: 1, explode: 1 })
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 42, actualQueryCost: 42 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 42)
     })
-    expect(server.calls).toEqual({})
-    expect((await limiter.peek(CLIENT)).remaining).toBe(100)
-  })
 
-  it('dry-run: it runs, counted at maxCost (no 500)', async () => {
-    const server = await start({ limiter: budget(100), mode: 'dry-run', maxCost: 700 })
-    const reply = await server.post('{ tags(first: 1e309) items(first: 2) { id } }')
-    expect(reply.status).toBe(200)
-    expect(reply.body.extensions?.cost).toMatchObject({
-      requestedQueryCost: 700,
-      wouldRefuse: 'COST_LIMIT_EXCEEDED',
+    it('a root mutation that nulled data pays its mutationCost', async () => {
+      const limiter = budget(100)
+      const server = await start({ limiter })
+      const reply = await server.post('mutation { explode }')
+      expect(reply.body.data).toBeNull()
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 10 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(90)
+    })
+
+    it('a nullable field whose own resolver threw ran nothing below it: that part is refunded', async () => {
+      const limiter = budget(1000)
+      const server = await start({ limiter })
+      // items 3 × 1 = 3; maybe: 1 + children 4 × 1 = 5. Only the 3 items came back, and nothing ran below maybe.
+      const reply = await server.post('{ items(first: 3) { id } maybe { children(first: 4) { id } } }')
+      expect(reply.body.data).toEqual({ items: [item(0), item(1), item(2)], maybe: null })
+      expect(reply.body.errors?.map((error) => error.path)).toEqual([['maybe']])
+      expect(server.calls).toEqual({ items: 1, maybe: 1 })
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 8, actualQueryCost: 3 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 3)
+    })
+
+    it('a root mutation field that ran and answered null pays its mutationCost, not its subtree', async () => {
+      const limiter = budget(100)
+      const server = await start({ limiter })
+      // login: (Session 1 + user 1) + mutation 10 = 12 requested; it answered null: 10.
+      const reply = await server.post('mutation { login(email: "nobody@example.com") { token user { id } } }')
+      expect(reply.body.data).toEqual({ login: null })
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 12, actualQueryCost: 10 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(90)
     })
   })
 
-  it('invalid variables are left to the executor: no resolver runs, nothing is charged', async () => {
-    const limiter = budget(100)
-    const server = await start({ limiter })
-    const reply = await postGraphQL(server.url, 'query($n: Int!) { items(first: $n) { id } }', {
-      variables: { n: 'many' },
+  describe('no operation is free past a spent budget', () => {
+    it('once the budget is spent, an operation selecting only __typename is refused (minCost 1)', async () => {
+      const limiter = budget(20)
+      const server = await start({ limiter })
+      expect((await server.post('{ items(first: 15) { id } }')).status).toBe(200)
+      // 5 left: not spent, but too little for 10 (5 more tokens at 0.01/s: 500 s).
+      const tooDear = await server.post('{ items(first: 10) { id } }')
+      expect(tooDear.status).toBe(429)
+      expect(tooDear.body.errors?.[0]?.message).toBe(
+        'The operation costs 10, more than the 5 left in the budget; retry in 500 s.',
+      )
+      expect((await server.post('{ items(first: 5) { id } }')).status).toBe(200)
+
+      const typename = await server.post('{ __typename }')
+      expect(typename.status).toBe(429)
+      expect(typename.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMITED')
+      expect(typename.body.extensions?.cost).toEqual({ requestedQueryCost: 1 })
     })
-    expect(reply.body.errors?.[0]?.message).toMatch(/Variable "\$n" got invalid value "many"/)
-    expect(server.calls).toEqual({})
-    expect((await limiter.peek(CLIENT)).remaining).toBe(100)
+
+    it('minCost: 0 lets an operation priced 0 through a spent budget; a larger minCost is charged', async () => {
+      const spent = budget(5)
+      const free = await start({ limiter: spent, minCost: 0 })
+      expect((await free.post('{ items(first: 5) { id } }')).status).toBe(200)
+      const typename = await free.post('{ __typename }')
+      expect(typename.status).toBe(200)
+      expect(typename.body.extensions?.cost).toMatchObject({ requestedQueryCost: 0, actualQueryCost: 0 })
+
+      const limiter = budget(100)
+      const dearer = await start({ limiter, minCost: 5 })
+      const reply = await dearer.post('{ __typename }')
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 5, actualQueryCost: 5 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(95)
+    })
+
+    it('replayed: 200 requests of ten messages(last: -1) aliases run until the budget is spent, then are refused', async () => {
+      const limiter = budget(300)
+      const server = await start({ limiter })
+      const aliases = Array.from({ length: 10 }, (_, i) => `m${i}: messages(last: -1) { id }`).join(' ')
+      const statuses: number[] = []
+      for (let round = 0; round < 20; round++) {
+        const replies = await Promise.all(Array.from({ length: 10 }, () => server.post(`{ ${aliases} }`)))
+        statuses.push(...replies.map((reply) => reply.status))
+      }
+      // last: -1 is priced as an unsliced call: the default size, 10 items, per alias: 100 per request, 3 of 300.
+      expect(statuses.filter((status) => status === 200)).toHaveLength(3)
+      expect(statuses.filter((status) => status === 429)).toHaveLength(197)
+      expect(server.calls).toEqual({ messages: 30 })
+    })
+
+    it('a slicing argument of 0 or below is priced as if absent, and an empty list pays its weight', async () => {
+      const limiter = budget(1000)
+      const server = await start({ limiter })
+      // search(first: 0): 10 (the default size) × 5; the empty list that came back: its weight once, 5.
+      const search = await server.post('{ search(text: "x", first: 0) { id } }')
+      expect(search.body.data).toEqual({ search: [] })
+      expect(search.body.extensions?.cost).toMatchObject({ requestedQueryCost: 50, actualQueryCost: 5 })
+      expect(server.calls).toEqual({ search: 1 })
+      // items(first: -3): 10 × 1; an empty list: 1.
+      const negative = await server.post('{ items(first: -3) { id } }')
+      expect(negative.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 1 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 5 - 1)
+    })
   })
-})
 
-describe('an estimate that was too low is reported, not hidden', () => {
-  it('actualQueryCost says what the response cost; the charge stays the estimate; the metric counts it', async () => {
-    const registry = new Registry()
-    const metrics = createPrometheusMetrics({ registry })
-    const limiter = budget(1000)
-    const server = await start({ limiter, onOperation: metrics.onOperation })
+  describe('what cannot be priced does not run', () => {
+    // Each would be 429 for the spent budget, or 400 over maxCost, if it were priced: none may run unpriced.
+    const expensive = 'items(first: 100) { id children(first: 100) { id } }'
 
-    const reply = await server.post('{ overflow(first: 10) { id } }')
-    expect(reply.body.data.overflow).toHaveLength(50)
-    expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 50 })
-    // Charged what admission checked against the budget, never more.
-    expect((await limiter.peek(CLIENT)).remaining).toBe(990)
-    await server.post('{ items(first: 3) { id } }') // a sound estimate: not counted
+    it.each([
+      [
+        'a null @include condition under a list that comes back empty',
+        `query($b: Boolean = true) { search(text: "x", first: 0) { id @include(if: $b) } ${expensive} }`,
+        { b: null },
+        'Argument "if" of non-null type "Boolean!" must not be null.',
+      ],
+      [
+        'a null for a non-null argument, through a nullable variable with a default',
+        `query($id: ID = "i1") { item(id: $id) { id } ${expensive} }`,
+        { id: null },
+        'Argument "id" of non-null type "ID!" must not be null.',
+      ],
+      [
+        'a slicing argument of 1e309 on a list of scalars (Infinity × 0 is NaN)',
+        `{ tags(first: 1e309) ${expensive} }`,
+        undefined,
+        'its cost is not a finite number (a slicing argument or a weighted input too large).',
+      ],
+    ])('%s: refused with 400 COST_LIMIT_EXCEEDED, no resolver run', async (_, query, variables, reason) => {
+      const limiter = budget(100)
+      const server = await start({ limiter })
+      const reply = await server.post(query, variables)
+      expect(reply.status).toBe(400)
+      expect(reply.body.errors?.[0]).toMatchObject({
+        message: `The operation cannot be priced: ${reason}`,
+        extensions: { code: 'COST_LIMIT_EXCEEDED' },
+      })
+      expect(server.calls).toEqual({})
+      expect((await limiter.peek(CLIENT)).remaining).toBe(100)
+    })
 
-    const text = await registry.metrics()
-    expect(text).toContain('tollbooth_graphql_cost_underestimates_total{operation_type="query"} 1\n')
-    expect(text).toMatch(/tollbooth_graphql_actual_cost_sum\{operation_type="query"\} 53\n/)
+    it('dry-run: it runs, counted at maxCost (no 500)', async () => {
+      const server = await start({ limiter: budget(100), mode: 'dry-run', maxCost: 700 })
+      const reply = await server.post('{ tags(first: 1e309) items(first: 2) { id } }')
+      expect(reply.status).toBe(200)
+      expect(reply.body.extensions?.cost).toMatchObject({
+        requestedQueryCost: 700,
+        wouldRefuse: 'COST_LIMIT_EXCEEDED',
+      })
+    })
+
+    it('invalid variables are left to the executor: no resolver runs, nothing is charged', async () => {
+      const limiter = budget(100)
+      const server = await start({ limiter })
+      const reply = await server.post('query($n: Int!) { items(first: $n) { id } }', { n: 'many' })
+      expect(reply.body.errors?.[0]?.message).toMatch(/Variable "\$n" got invalid value "many"/)
+      expect(server.calls).toEqual({})
+      expect((await limiter.peek(CLIENT)).remaining).toBe(100)
+    })
+  })
+
+  describe('an estimate that was too low is reported, not hidden', () => {
+    it('actualQueryCost says what the response cost; the charge stays the estimate; the metric counts it', async () => {
+      const registry = new Registry()
+      const metrics = createPrometheusMetrics({ registry })
+      const limiter = budget(1000)
+      const server = await start({ limiter, onOperation: metrics.onOperation })
+
+      const reply = await server.post('{ overflow(first: 10) { id } }')
+      expect(reply.body.data.overflow).toHaveLength(50)
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 50 })
+      // Charged what admission checked against the budget, never more.
+      expect((await limiter.peek(CLIENT)).remaining).toBe(990)
+      await server.post('{ items(first: 3) { id } }') // a sound estimate: not counted
+
+      const text = await registry.metrics()
+      expect(text).toContain('tollbooth_graphql_cost_underestimates_total{operation_type="query"} 1\n')
+      expect(text).toMatch(/tollbooth_graphql_actual_cost_sum\{operation_type="query"\} 53\n/)
+    })
   })
 })

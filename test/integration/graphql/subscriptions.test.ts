@@ -1,25 +1,28 @@
 /**
- * Subscriptions through useTollbooth (src/graphql/useTollbooth.ts) on a real stack: graphql-yoga on a `node:http`
- * server listening on 127.0.0.1 port 0, a `ws` WebSocketServer on the same server running graphql-ws's `useServer`
- * with the README's Yoga recipe, real graphql-ws clients, and GraphQL over SSE through Yoga itself (`fetch` with
- * `accept: text/event-stream`, the stream read to its end).
+ * Subscriptions on a real stack, one suite run against both servers tollbooth has an adapter for, each in its own
+ * recipe (test/helpers/graphqlWsServers.ts): graphql-yoga with useTollbooth (src/graphql/useTollbooth.ts), and
+ * Apollo Server with tollboothApolloPlugin, whose `graphqlWs` options (src/graphql/apollo/graphqlWs.ts) admit every
+ * operation over WebSocket. Each listens on 127.0.0.1 port 0 with a `ws` WebSocketServer on the same server running
+ * graphql-ws's `useServer`; real graphql-ws clients connect to it. GraphQL over SSE is Yoga's own (`fetch` with
+ * `accept: text/event-stream`, the stream read to its end): Apollo Server serves no subscription over HTTP.
  *
- * Covered: the subscription's cost charged at subscribe (over graphql-ws and SSE), the over-budget refusal at
- * subscribe (RATE_LIMITED with `retryAfter`, no resolver run), `costPerEvent` (event N+1 of a budget that pays N
- * is a RATE_LIMITED error result), and `maxPerIdentity` with its leases released when a subscription completes,
- * is unsubscribed or its SSE stream is aborted, on a MemoryStore and on a RedisStore.
+ * Covered on both servers: the subscription's cost charged at subscribe, the over-budget refusal at subscribe
+ * (RATE_LIMITED with `retryAfter`, no resolver run), `costPerEvent` (event N+1 of a budget that pays N is a
+ * RATE_LIMITED error result), `maxPerIdentity` with its leases released when a subscription completes, is
+ * unsubscribed (at once, even while its source is suspended) or its connection closes, on a MemoryStore and on a
+ * RedisStore; refusals over graphql-ws carry no `http` extension; a parse guard's or a structural rule's refusal is
+ * an `error` message on an open socket; HTTP and graphql-ws draw on one budget. On Yoga also over SSE; on Apollo
+ * also an application `onSubscribe` that builds its own ExecutionArgs, and a subscription sent over HTTP (which
+ * Apollo runs as a query).
  *
  * Every budget refills at 1 unit per 1000 s, so within a test it is a fixed amount and every count is exact.
  */
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { ExecutionArgs, ExecutionResult } from 'graphql'
-import { type Client, createClient, type OperationResult } from 'graphql-ws'
-import { useServer } from 'graphql-ws/use/ws'
-import { createSchema, createYoga } from 'graphql-yoga'
+import { type ExecutionResult, GraphQLError, parse } from 'graphql'
+import { type Client, createClient } from 'graphql-ws'
+import { createSchema } from 'graphql-yoga'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { WebSocket, WebSocketServer } from 'ws'
+import { WebSocket } from 'ws'
 import { concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../../../src/core/rateLimiter.js'
@@ -28,8 +31,14 @@ import {
   costDirectivesTypeDefs,
   type OperationEvent,
   type TollboothGraphQLOptions,
-  useTollbooth,
 } from '../../../src/graphql/index.js'
+import {
+  apolloDriver,
+  type OnSubscribe,
+  type WsServerDriver,
+  wsServerDrivers,
+  yogaDriver,
+} from '../../helpers/graphqlWsServers.js'
 import { createStore, type StoreFixture } from '../../helpers/stores.js'
 
 const HOST = '127.0.0.1'
@@ -45,6 +54,11 @@ const REFILL = 0.001
 const typeDefs = /* GraphQL */ `
   type Query {
     budget: Int
+    node: Node
+  }
+  type Node {
+    child: Node
+    name: String
   }
   type Sample {
     v: Int!
@@ -56,21 +70,24 @@ const typeDefs = /* GraphQL */ `
   type Subscription {
     "count events, gapMs apart (0: as fast as the consumer reads)"
     ticks(count: Int!, gapMs: Int = 0): Tick @cost(weight: 5)
+    "one event, then the source waits (not at a yield) until the test ends"
+    stalled: Tick @cost(weight: 5)
   }
 `
 
 /**
  * `subscription { ticks(count: …) { n samples { v } } }` costs, by hand: ticks' own weight 5 (@cost), n 0 (a
- * scalar), samples (1 per Sample object + 0 for v) × 2 (@listSize assumedSize) = 2; 5 + 0 + 2 = 7.
+ * scalar), samples (1 per Sample object + 0 for v) × 2 (@listSize assumedSize) = 2; 5 + 0 + 2 = 7. `stalled` the same.
  */
 const SUB_COST = 7
 const ticksQuery = (count: number, gapMs = 0) =>
   `subscription Ticks { ticks(count: ${count}, gapMs: ${gapMs}) { n samples { v } } }`
+const stalledQuery = 'subscription Stalled { stalled { n samples { v } } }'
 const tick = (n: number) => ({ data: { ticks: { n, samples: [{ v: n }, { v: -n }] } } })
 
-/** What the subscription resolver did, server side. */
+/** What the subscription resolvers did, server side. */
 interface Runs {
-  /** Calls of the `subscribe` resolver (an admitted subscription). */
+  /** Calls of a `subscribe` resolver (an admitted subscription). */
   subscribes: number
   /** Events the generators yielded. */
   events: number
@@ -78,11 +95,13 @@ interface Runs {
   active: number
 }
 
-function makeSchema(runs: Runs) {
+/** `stalled`'s sources wait on `stall` (resolved when the test ends). */
+function makeSchema(runs: Runs, stall: Promise<void>) {
   return createSchema({
     typeDefs: [costDirectivesTypeDefs, typeDefs],
     resolvers: {
-      Query: { budget: () => 1 },
+      Query: { budget: () => 1, node: () => ({}) },
+      Node: { child: () => ({}), name: () => 'n' },
       Tick: { samples: (tick: { n: number }) => [{ v: tick.n }, { v: -tick.n }] },
       Subscription: {
         ticks: {
@@ -97,6 +116,22 @@ function makeSchema(runs: Runs) {
                   yield { ticks: { n } }
                   if (args.gapMs > 0) await sleep(args.gapMs)
                 }
+              } finally {
+                runs.active--
+              }
+            })()
+          },
+        },
+        stalled: {
+          subscribe: () => {
+            runs.subscribes++
+            return (async function* () {
+              runs.active++
+              try {
+                runs.events++
+                yield { stalled: { n: 1 } }
+                // Suspended in an `await`: a `return()` of this generator waits until it resumes.
+                await stall
               } finally {
                 runs.active--
               }
@@ -134,74 +169,47 @@ interface StartOptions {
   /** The plugin's `name`: its leases are `${name}:subscriptions` in `store`. */
   readonly name?: string
   readonly subscriptions?: TollboothGraphQLOptions['subscriptions']
+  readonly limits?: TollboothGraphQLOptions['limits']
+  /** The application's own graphql-ws `onSubscribe` (Apollo's recipe only), given the server's schema. */
+  readonly onSubscribe?: (schema: ReturnType<typeof makeSchema>) => OnSubscribe
 }
 
 let serial = 0
 
-/** Yoga with useTollbooth on a fresh http server, graphql-ws on the same server, budget `capacity`. */
-async function start(options: StartOptions): Promise<Harness> {
+/** `driver`'s server with tollbooth on a fresh http server, graphql-ws on the same server, budget `capacity`. */
+async function start(driver: WsServerDriver, options: StartOptions): Promise<Harness> {
   const runs: Runs = { subscribes: 0, events: 0, active: 0 }
   const events: OperationEvent[] = []
+  let endStall: () => void = () => {}
+  const stall = new Promise<void>((resolve) => {
+    endStall = resolve
+  })
   const limiter = tokenBucket({
     name: `budget-${++serial}`,
     capacity: options.capacity,
     refillPerSecond: REFILL,
     ...(options.store === undefined ? {} : { store: options.store }),
   })
-  const yoga = createYoga({
-    schema: makeSchema(runs),
-    logging: false,
-    graphiql: false,
-    plugins: [
-      useTollbooth({
-        limiter,
-        onOperation: (event) => events.push(event),
-        ...(options.store === undefined ? {} : { store: options.store }),
-        ...(options.name === undefined ? {} : { name: options.name }),
-        ...(options.subscriptions === undefined ? {} : { subscriptions: options.subscriptions }),
-      }),
-    ],
-  })
-  const server: Server = createServer(yoga)
-  const wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint })
-  // The README's recipe (graphql-ws 6: onSubscribe(ctx, id, payload)).
-  useServer(
-    {
-      execute: (args) => (args.rootValue as EnvelopedRoot).execute(args),
-      subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args),
-      onSubscribe: async (ctx, _id, params) => {
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-          ...ctx,
-          req: ctx.extra.request,
-          socket: ctx.extra.socket,
-          params,
-        })
-        const args = {
-          schema,
-          operationName: params.operationName,
-          document: parse(params.query),
-          variableValues: params.variables,
-          contextValue: await contextFactory(),
-          rootValue: { execute, subscribe },
-        }
-        const errors = validate(args.schema, args.document)
-        if (errors.length > 0) return errors
-        return args
-      },
+  const schema = makeSchema(runs, stall)
+  const server = await driver.start({
+    schema,
+    tollbooth: {
+      limiter,
+      onOperation: (event) => events.push(event),
+      ...(options.store === undefined ? {} : { store: options.store }),
+      ...(options.name === undefined ? {} : { name: options.name }),
+      ...(options.subscriptions === undefined ? {} : { subscriptions: options.subscriptions }),
+      ...(options.limits === undefined ? {} : { limits: options.limits }),
     },
-    wss,
-  )
-  await new Promise<void>((resolve) => server.listen(0, HOST, resolve))
-  const { port } = server.address() as AddressInfo
+    ...(options.onSubscribe === undefined ? {} : { onSubscribe: options.onSubscribe(schema) }),
+  })
   cleanups.push(async () => {
-    for (const socket of wss.clients) socket.terminate()
-    await new Promise((resolve) => wss.close(resolve))
-    server.closeAllConnections()
-    await new Promise((resolve) => server.close(resolve))
+    endStall()
+    await server.close()
   })
   return {
-    httpUrl: `http://${HOST}:${port}${yoga.graphqlEndpoint}`,
-    wsUrl: `ws://${HOST}:${port}${yoga.graphqlEndpoint}`,
+    httpUrl: server.httpUrl,
+    wsUrl: server.wsUrl,
     runs,
     limiter,
     events,
@@ -209,17 +217,13 @@ async function start(options: StartOptions): Promise<Harness> {
   }
 }
 
-interface EnvelopedRoot {
-  execute(args: ExecutionArgs): OperationResult
-  subscribe(args: ExecutionArgs): OperationResult
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Clients
 // ---------------------------------------------------------------------------------------------------------------
 
-function wsClient(url: string): Client {
-  const client = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0 })
+/** A graphql-ws client; `lazy: false` connects at once and keeps its socket open until disposed. */
+function wsClient(url: string, options: { lazy?: boolean } = {}): Client {
+  const client = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0, ...options })
   cleanups.push(() => client.dispose())
   return client
 }
@@ -343,6 +347,24 @@ interface RefusalShape {
   extensions: { code: string; retryAfter: number; [key: string]: unknown }
 }
 
+/** `{ node { child { child … { name } … } } }` with `depth` levels of fields. */
+function nested(depth: number): string {
+  return `{node{${'child{'.repeat(depth - 2)}name${'}'.repeat(depth - 1)}}`
+}
+
+/** The close codes of every socket the client saw closed. */
+function closeCodes(client: Client): number[] {
+  const codes: number[] = []
+  client.on('closed', (event) => codes.push((event as { code: number }).code))
+  return codes
+}
+
+/** The errors of an `error` message (what the sink's `error` got), as the client reads them. */
+function errorMessage(ended: unknown): { message: string; extensions: Record<string, unknown> }[] {
+  expect(Array.isArray(ended), `an error message, not ${String(ended)}`).toBe(true)
+  return ended as { message: string; extensions: Record<string, unknown> }[]
+}
+
 /** The one error of a refusal result. */
 function refusalOf(result: ExecutionResult | undefined): RefusalShape {
   expect(result?.data ?? undefined).toBeUndefined()
@@ -350,271 +372,508 @@ function refusalOf(result: ExecutionResult | undefined): RefusalShape {
   return result?.errors?.[0] as unknown as RefusalShape
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// 1–3. graphql-ws: charge at subscribe, refusal at subscribe, costPerEvent
-// ---------------------------------------------------------------------------------------------------------------
+describe.each(wsServerDrivers.map((driver) => [driver.name, driver] as const))('%s', (_name, driver) => {
+  // ---------------------------------------------------------------------------------------------------------------
+  // 1–3. graphql-ws: charge at subscribe, refusal at subscribe, costPerEvent
+  // ---------------------------------------------------------------------------------------------------------------
 
-describe('graphql-ws: budget', () => {
-  it('charges the subscription its hand-computed cost at subscribe, and nothing per event by default', async () => {
-    const h = await start({ capacity: 100 })
-    const client = wsClient(h.wsUrl)
-    expect(await h.remaining()).toBe(100)
+  describe('graphql-ws: budget', () => {
+    it('charges the subscription its hand-computed cost at subscribe, and nothing per event by default', async () => {
+      const h = await start(driver, { capacity: 100 })
+      const client = wsClient(h.wsUrl)
+      expect(await h.remaining()).toBe(100)
 
-    const op = subscribeWs(client, ticksQuery(3))
-    expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
+      const op = subscribeWs(client, ticksQuery(3))
+      expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
 
-    expect(op.results).toEqual([tick(1), tick(2), tick(3)])
-    expect(h.runs).toEqual({ subscribes: 1, events: 3, active: 0 })
-    expect(await h.remaining()).toBe(100 - SUB_COST)
+      expect(op.results).toEqual([tick(1), tick(2), tick(3)])
+      expect(h.runs).toEqual({ subscribes: 1, events: 3, active: 0 })
+      expect(await h.remaining()).toBe(100 - SUB_COST)
 
-    // A following query (only a scalar: minCost, 1) on the same connection draws on the same budget.
-    const query = subscribeWs(client, '{ budget }')
-    expect(await within(query.ended, 5_000, 'the query')).toBeUndefined()
-    expect(query.results).toEqual([
-      {
-        data: { budget: 1 },
-        extensions: {
-          cost: {
-            requestedQueryCost: 1,
-            actualQueryCost: 1,
-            throttleStatus: {
-              maximumAvailable: 100,
-              currentlyAvailable: 100 - SUB_COST - 1,
-              restoreRate: REFILL,
+      // A following query (only a scalar: minCost, 1) on the same connection draws on the same budget.
+      const query = subscribeWs(client, '{ budget }')
+      expect(await within(query.ended, 5_000, 'the query')).toBeUndefined()
+      expect(query.results).toEqual([
+        {
+          data: { budget: 1 },
+          extensions: {
+            cost: {
+              requestedQueryCost: 1,
+              actualQueryCost: 1,
+              throttleStatus: {
+                maximumAvailable: 100,
+                currentlyAvailable: 100 - SUB_COST - 1,
+                restoreRate: REFILL,
+              },
             },
           },
         },
-      },
-    ])
+      ])
 
-    // A second subscription is charged again.
-    const again = subscribeWs(client, ticksQuery(1))
-    expect(await within(again.ended, 5_000, 'the second subscription')).toBeUndefined()
-    expect(await h.remaining()).toBe(100 - 2 * SUB_COST - 1)
-  })
-
-  it('refuses a subscription the budget cannot pay: RATE_LIMITED with retryAfter, no resolver run', async () => {
-    // Pays one subscription (7), then 3 are left.
-    const h = await start({ capacity: 10 })
-    const client = wsClient(h.wsUrl)
-    const paid = subscribeWs(client, ticksQuery(2))
-    expect(await within(paid.ended, 5_000, 'the paid subscription')).toBeUndefined()
-    expect(paid.results).toEqual([tick(1), tick(2)])
-    expect(await h.remaining()).toBe(10 - SUB_COST)
-
-    const refused = subscribeWs(client, ticksQuery(2))
-    // graphql-ws: the refusal is a single `next` result, then `complete` (there is no HTTP status to carry).
-    expect(await within(refused.ended, 5_000, 'the refused subscription')).toBeUndefined()
-    expect(refused.results).toHaveLength(1)
-    const error = refusalOf(refused.results[0])
-    expect(error.extensions.code).toBe('RATE_LIMITED')
-    expect(typeof error.extensions.retryAfter).toBe('number')
-    expect(Number.isInteger(error.extensions.retryAfter)).toBe(true)
-    // 4 units short at 1 unit per 1000 s.
-    expect(error.extensions.retryAfter).toBe(4000)
-    expect(error.extensions.cost).toBe(SUB_COST)
-    expect(error.message).toBe(
-      `The operation costs ${SUB_COST}, more than the ${10 - SUB_COST} left in the budget; retry in 4000 s.`,
-    )
-    expect(refused.results[0]?.extensions).toEqual({ cost: { requestedQueryCost: SUB_COST } })
-
-    // The resolver ran for the paid subscription only; the denial spent nothing.
-    expect(h.runs).toEqual({ subscribes: 1, events: 2, active: 0 })
-    expect(await h.remaining()).toBe(10 - SUB_COST)
-  })
-
-  it('refuses a subscription that costs more than the budget can ever hold', async () => {
-    const h = await start({ capacity: SUB_COST - 1 })
-    const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(1))
-    expect(await within(op.ended, 5_000, 'the refused subscription')).toBeUndefined()
-    const error = refusalOf(op.results[0])
-    // A client error: no retryAfter, since waiting would not help.
-    expect(error.extensions).toEqual({ code: 'COST_LIMIT_EXCEEDED', cost: SUB_COST, budget: SUB_COST - 1 })
-    expect(error.message).toBe(
-      `The operation costs ${SUB_COST}, more than the budget can ever hold (${SUB_COST - 1}).`,
-    )
-    expect(h.runs.subscribes).toBe(0)
-    expect(await h.remaining()).toBe(SUB_COST - 1)
-  })
-
-  it('costPerEvent: a budget that pays the subscription and 3 events turns events 4 and 5 into RATE_LIMITED', async () => {
-    const perEvent = 2
-    const paidEvents = 3
-    const h = await start({
-      capacity: SUB_COST + perEvent * paidEvents,
-      subscriptions: { costPerEvent: perEvent },
+      // A second subscription is charged again.
+      const again = subscribeWs(client, ticksQuery(1))
+      expect(await within(again.ended, 5_000, 'the second subscription')).toBeUndefined()
+      expect(await h.remaining()).toBe(100 - 2 * SUB_COST - 1)
     })
-    const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(5))
-    // The subscription stays open through the refused events and completes normally.
-    expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
 
-    expect(op.results).toHaveLength(5)
-    expect(op.results.slice(0, paidEvents)).toEqual([tick(1), tick(2), tick(3)])
-    for (const result of op.results.slice(paidEvents)) {
-      const error = refusalOf(result)
+    it('refuses a subscription the budget cannot pay: RATE_LIMITED with retryAfter, no resolver run', async () => {
+      // Pays one subscription (7), then 3 are left.
+      const h = await start(driver, { capacity: 10 })
+      const client = wsClient(h.wsUrl)
+      const paid = subscribeWs(client, ticksQuery(2))
+      expect(await within(paid.ended, 5_000, 'the paid subscription')).toBeUndefined()
+      expect(paid.results).toEqual([tick(1), tick(2)])
+      expect(await h.remaining()).toBe(10 - SUB_COST)
+
+      const refused = subscribeWs(client, ticksQuery(2))
+      // graphql-ws: the refusal is a single `next` result, then `complete` (there is no HTTP status to carry).
+      expect(await within(refused.ended, 5_000, 'the refused subscription')).toBeUndefined()
+      expect(refused.results).toHaveLength(1)
+      const error = refusalOf(refused.results[0])
       expect(error.extensions.code).toBe('RATE_LIMITED')
       expect(typeof error.extensions.retryAfter).toBe('number')
-      // 2 units short at 1 unit per 1000 s.
-      expect(error.extensions.retryAfter).toBe(2000)
-      expect(error.extensions.cost).toBe(perEvent)
-      expect(error.message).toBe('The budget is spent; this event was not delivered.')
+      expect(Number.isInteger(error.extensions.retryAfter)).toBe(true)
+      // 4 units short at 1 unit per 1000 s.
+      expect(error.extensions.retryAfter).toBe(4000)
+      expect(error.extensions.cost).toBe(SUB_COST)
+      // No HTTP response carries it: the status and headers are not sent as data.
+      expect(error.extensions.http).toBeUndefined()
+      expect(error.message).toBe(
+        `The operation costs ${SUB_COST}, more than the ${10 - SUB_COST} left in the budget; retry in 4000 s.`,
+      )
+      expect(refused.results[0]?.extensions).toEqual({ cost: { requestedQueryCost: SUB_COST } })
+
+      // The resolver ran for the paid subscription only; the denial spent nothing.
+      expect(h.runs).toEqual({ subscribes: 1, events: 2, active: 0 })
+      expect(await h.remaining()).toBe(10 - SUB_COST)
+    })
+
+    it('refuses a query over graphql-ws the budget cannot pay: one RATE_LIMITED result without `http`', async () => {
+      const h = await start(driver, { capacity: 3 })
+      await h.limiter.consume(IDENTITY, 3)
+      const op = subscribeWs(wsClient(h.wsUrl), '{ node { name } }')
+      expect(await within(op.ended, 5_000, 'the refused query')).toBeUndefined()
+      expect(op.results).toHaveLength(1)
+      const error = refusalOf(op.results[0])
+      // `node` 1 + `name` 0: the query costs 1, and nothing is left.
+      expect(error.extensions.code).toBe('RATE_LIMITED')
+      expect(error.extensions.cost).toBe(1)
+      expect(error.extensions.retryAfter).toBe(1000)
+      expect(error.extensions.http).toBeUndefined()
+      expect(op.results[0]?.extensions).toEqual({ cost: { requestedQueryCost: 1 } })
+      expect(await h.remaining()).toBe(0)
+    })
+
+    it('HTTP and graphql-ws draw on one budget (the same client IP, the same identity)', async () => {
+      const h = await start(driver, { capacity: 100 })
+      const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(1))
+      expect(await within(op.ended, 5_000, 'the subscription')).toBeUndefined()
+      expect(op.results).toEqual([tick(1)])
+      const response = await fetch(h.httpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+        body: JSON.stringify({ query: '{ budget }' }),
+      })
+      expect(response.status).toBe(200)
+      const body = (await response.json()) as ExecutionResult & {
+        extensions: { cost: { throttleStatus: { currentlyAvailable: number } } }
+      }
+      expect(body.data).toEqual({ budget: 1 })
+      expect(body.extensions.cost.throttleStatus.currentlyAvailable).toBe(100 - SUB_COST - 1)
+      expect(await h.remaining()).toBe(100 - SUB_COST - 1)
+    })
+
+    it('refuses a subscription that costs more than the budget can ever hold', async () => {
+      const h = await start(driver, { capacity: SUB_COST - 1 })
+      const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(1))
+      expect(await within(op.ended, 5_000, 'the refused subscription')).toBeUndefined()
+      const error = refusalOf(op.results[0])
+      // A client error: no retryAfter, since waiting would not help.
+      expect(error.extensions).toEqual({ code: 'COST_LIMIT_EXCEEDED', cost: SUB_COST, budget: SUB_COST - 1 })
+      expect(error.message).toBe(
+        `The operation costs ${SUB_COST}, more than the budget can ever hold (${SUB_COST - 1}).`,
+      )
+      expect(h.runs.subscribes).toBe(0)
+      expect(await h.remaining()).toBe(SUB_COST - 1)
+    })
+
+    it('costPerEvent: a budget that pays the subscription and 3 events turns events 4 and 5 into RATE_LIMITED', async () => {
+      const perEvent = 2
+      const paidEvents = 3
+      const h = await start(driver, {
+        capacity: SUB_COST + perEvent * paidEvents,
+        subscriptions: { costPerEvent: perEvent },
+      })
+      const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(5))
+      // The subscription stays open through the refused events and completes normally.
+      expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
+
+      expect(op.results).toHaveLength(5)
+      expect(op.results.slice(0, paidEvents)).toEqual([tick(1), tick(2), tick(3)])
+      for (const result of op.results.slice(paidEvents)) {
+        const error = refusalOf(result)
+        expect(error.extensions.code).toBe('RATE_LIMITED')
+        expect(typeof error.extensions.retryAfter).toBe('number')
+        // 2 units short at 1 unit per 1000 s.
+        expect(error.extensions.retryAfter).toBe(2000)
+        expect(error.extensions.cost).toBe(perEvent)
+        expect(error.message).toBe('The budget is spent; this event was not delivered.')
+        expect(error.extensions.http).toBeUndefined()
+      }
+      // The resolver produced all 5 events; only 3 were paid for, and the refused ones spent nothing.
+      expect(h.runs).toEqual({ subscribes: 1, events: 5, active: 0 })
+      expect(await h.remaining()).toBe(0)
+    })
+  })
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // 4, 6. graphql-ws: maxPerIdentity, on a MemoryStore and a RedisStore
+  // ---------------------------------------------------------------------------------------------------------------
+
+  describe.each(['memory', 'redis'] as const)('graphql-ws: maxPerIdentity 2 on a %s store', (kind) => {
+    let fixture: StoreFixture | undefined
+
+    afterAll(async () => {
+      await fixture?.close()
+    })
+
+    async function setup(capacity = 1000, leaseMs = 60_000) {
+      fixture ??= await createStore(kind)
+      const store = fixture.store
+      // A limiter name unique per test: the store outlives the test.
+      const name = `sub${++serial}`
+      const h = await start(driver, { capacity, store, name, subscriptions: { maxPerIdentity: 2, leaseMs } })
+      // The plugin's leases live in `store` under `${name}:subscriptions`; this reads them without taking one.
+      const leases = concurrencyLimit({ name: `${name}:subscriptions`, store, max: 2, leaseMs })
+      const held = async () => 2 - (await leases.peek(IDENTITY)).remaining
+      return { h, held }
     }
-    // The resolver produced all 5 events; only 3 were paid for, and the refused ones spent nothing.
-    expect(h.runs).toEqual({ subscribes: 1, events: 5, active: 0 })
-    expect(await h.remaining()).toBe(0)
+
+    it('refuses a third concurrent subscription with SUBSCRIPTION_LIMIT_EXCEEDED; unsubscribe and completion free a slot', async () => {
+      const { h, held } = await setup()
+      const client = wsClient(h.wsUrl)
+
+      const a = subscribeWs(client, ticksQuery(100_000, 20))
+      const b = subscribeWs(client, ticksQuery(100_000, 20))
+      await waitFor('first events of two subscriptions', () => a.results.length > 0 && b.results.length > 0)
+      expect(await held()).toBe(2)
+
+      const c = subscribeWs(client, ticksQuery(1))
+      expect(await within(c.ended, 5_000, 'the refused subscription')).toBeUndefined()
+      expect(c.results).toHaveLength(1)
+      const error = refusalOf(c.results[0])
+      expect(error.extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+      expect(typeof error.extensions.retryAfter).toBe('number')
+      expect(error.extensions.retryAfter).toBeGreaterThanOrEqual(1)
+      expect(error.extensions.limit).toBe(2)
+      expect(error.extensions.http).toBeUndefined()
+      expect(h.runs.subscribes).toBe(2)
+      expect(await held()).toBe(2)
+
+      // The client unsubscribes a: its generator stops and its lease is released.
+      a.unsubscribe()
+      await waitFor(
+        'the lease of the unsubscribed subscription to be released',
+        async () => (await held()) === 1,
+      )
+      await waitFor('the unsubscribed generator to stop', () => h.runs.active === 1)
+
+      // A subscription that completes by itself (2 events) is admitted, and frees its lease when it completes.
+      const d = subscribeWs(client, ticksQuery(2))
+      expect(await within(d.ended, 5_000, 'the admitted subscription')).toBeUndefined()
+      expect(d.results).toEqual([tick(1), tick(2)])
+      await waitFor(
+        'the lease of the completed subscription to be released',
+        async () => (await held()) === 1,
+      )
+
+      // So two can be open again (b and e), and a fourth concurrent one is refused again.
+      const e = subscribeWs(client, ticksQuery(100_000, 20))
+      await waitFor('the first event of e', () => e.results.length > 0)
+      expect(await held()).toBe(2)
+      const f = subscribeWs(client, ticksQuery(1))
+      expect(await within(f.ended, 5_000, 'the refused subscription f')).toBeUndefined()
+      expect(refusalOf(f.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+      expect(h.runs.subscribes).toBe(4)
+
+      // Closing the connection ends b and e and releases both.
+      await client.dispose()
+      await waitFor(
+        'every lease to be released after the connection closed',
+        async () => (await held()) === 0,
+      )
+      await waitFor('every generator to stop', () => h.runs.active === 0)
+    })
+
+    it('unsubscribing gives the lease back at once, while the source is still suspended', async () => {
+      const { h, held } = await setup()
+      const client = wsClient(h.wsUrl)
+      const op = subscribeWs(client, stalledQuery)
+      await waitFor('the one event of the stalled subscription', () => op.results.length > 0)
+      expect(op.results).toEqual([{ data: { stalled: { n: 1, samples: [{ v: 1 }, { v: -1 }] } } }])
+      expect(await held()).toBe(1)
+
+      // graphql-ws answers the client's `complete` with `return()` on the server's iterator; the source waits
+      // until the test ends, so a release that waited for it would never come.
+      op.unsubscribe()
+      await waitFor('the lease to be released', async () => (await held()) === 0)
+      expect(h.runs.active).toBe(1)
+    })
+
+    it('counts leases per identity across connections', async () => {
+      const { h, held } = await setup()
+      const one = subscribeWs(wsClient(h.wsUrl), ticksQuery(100_000, 20))
+      const two = subscribeWs(wsClient(h.wsUrl), ticksQuery(100_000, 20))
+      await waitFor(
+        'first events on both connections',
+        () => one.results.length > 0 && two.results.length > 0,
+      )
+      const three = subscribeWs(wsClient(h.wsUrl), ticksQuery(1))
+      expect(await within(three.ended, 5_000, 'the refused subscription')).toBeUndefined()
+      expect(refusalOf(three.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+      expect(await held()).toBe(2)
+      one.unsubscribe()
+      two.unsubscribe()
+      await waitFor('both leases to be released', async () => (await held()) === 0)
+    })
+
+    it('renews the leases of live subscriptions past leaseMs', async () => {
+      const leaseMs = 450
+      const { h, held } = await setup(1000, leaseMs)
+      const client = wsClient(h.wsUrl)
+      const a = subscribeWs(client, ticksQuery(100_000, 20))
+      const b = subscribeWs(client, ticksQuery(100_000, 20))
+      await waitFor('first events of two subscriptions', () => a.results.length > 0 && b.results.length > 0)
+      // Over two lease lifetimes: unrenewed leases would have expired.
+      await sleep(1_000)
+      expect(await held()).toBe(2)
+      const c = subscribeWs(client, ticksQuery(1))
+      expect(await within(c.ended, 5_000, 'the refused subscription')).toBeUndefined()
+      const error = refusalOf(c.results[0])
+      expect(error.extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+      expect(error.extensions.retryAfter).toBe(1)
+      a.unsubscribe()
+      b.unsubscribe()
+      await waitFor('both leases to be released', async () => (await held()) === 0)
+      await waitFor('both generators to stop', () => h.runs.active === 0)
+    })
+
+    it('a subscription refused for its lease is not charged to the budget', async () => {
+      const { h } = await setup(100)
+      const client = wsClient(h.wsUrl)
+      const a = subscribeWs(client, ticksQuery(100_000, 20))
+      const b = subscribeWs(client, ticksQuery(100_000, 20))
+      await waitFor('first events of two subscriptions', () => a.results.length > 0 && b.results.length > 0)
+      expect(await h.remaining()).toBe(100 - 2 * SUB_COST)
+
+      const c = subscribeWs(client, ticksQuery(1))
+      expect(await within(c.ended, 5_000, 'the refused subscription')).toBeUndefined()
+      expect(refusalOf(c.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+      // The operation did not run: like every other refusal, it spends nothing.
+      expect(await h.remaining()).toBe(100 - 2 * SUB_COST)
+    })
+  })
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // onOperation
+  // ---------------------------------------------------------------------------------------------------------------
+
+  describe('graphql-ws: onOperation', () => {
+    it('reports every subscription once: admitted, refused for its budget, refused for its lease', async () => {
+      const h = await start(driver, { capacity: 3 * SUB_COST, subscriptions: { maxPerIdentity: 1 } })
+      const client = wsClient(h.wsUrl)
+      const held = subscribeWs(client, ticksQuery(100_000, 20))
+      await waitFor('the first event', () => held.results.length > 0)
+      const leaseRefused = subscribeWs(client, ticksQuery(1))
+      expect(await within(leaseRefused.ended, 5_000, 'the lease refusal')).toBeUndefined()
+      expect(refusalOf(leaseRefused.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+      held.unsubscribe()
+      await waitFor('the generator to stop', () => h.runs.active === 0)
+      // Spend the rest of the budget whatever the lease refusal cost, then be refused for the budget.
+      await h.limiter.consume(IDENTITY, await h.remaining())
+      const budgetRefused = subscribeWs(client, ticksQuery(1))
+      expect(await within(budgetRefused.ended, 5_000, 'the budget refusal')).toBeUndefined()
+      expect(refusalOf(budgetRefused.results[0]).extensions.code).toBe('RATE_LIMITED')
+
+      const subscription = { operationName: 'Ticks', operationType: 'subscription', requestedCost: SUB_COST }
+      expect(h.events).toEqual([
+        expect.objectContaining({ ...subscription, refused: undefined }),
+        expect.objectContaining({ ...subscription, refused: 'SUBSCRIPTION_LIMIT_EXCEEDED' }),
+        expect.objectContaining({ ...subscription, refused: 'RATE_LIMITED' }),
+      ])
+    })
   })
 })
 
 // ---------------------------------------------------------------------------------------------------------------
-// 4, 6. graphql-ws: maxPerIdentity, on a MemoryStore and a RedisStore
+// Parse-time guards and structural rules over graphql-ws
 // ---------------------------------------------------------------------------------------------------------------
 
-describe.each(['memory', 'redis'] as const)('graphql-ws: maxPerIdentity 2 on a %s store', (kind) => {
-  let fixture: StoreFixture | undefined
+describe.each(wsServerDrivers.map((driver) => [driver.name, driver] as const))(
+  '%s: guards over graphql-ws',
+  (_name, driver) => {
+    it('a parse guard refusal is an `error` message without `http`, and the socket stays open', async () => {
+      const h = await start(driver, { capacity: 100 })
+      const client = wsClient(h.wsUrl, { lazy: false })
+      const closes = closeCodes(client)
+      const refusals = [
+        // 5,003 tokens: { budget × 5,001 }
+        { query: `{ ${'budget '.repeat(5_001)}}`, code: 'TOO_MANY_TOKENS' },
+        // 100,009 characters
+        { query: `{ budget }${' '.repeat(99_999)}`, code: 'QUERY_TOO_LARGE' },
+        // 120 levels of braces, past maxNesting 100
+        { query: nested(120), code: 'MAX_DEPTH_EXCEEDED' },
+      ]
+      for (const { query, code } of refusals) {
+        const op = subscribeWs(client, query)
+        const errors = errorMessage(await within(op.ended, 5_000, code))
+        expect(errors.map((error) => error.extensions.code)).toEqual([code])
+        expect(errors[0]?.extensions.http).toBeUndefined()
+        expect(op.results).toEqual([])
+      }
+      // A syntax error is answered the same way.
+      const syntax = subscribeWs(client, '{ budget')
+      expect(errorMessage(await within(syntax.ended, 5_000, 'the syntax error'))[0]?.message).toMatch(
+        /^Syntax Error/,
+      )
 
-  afterAll(async () => {
-    await fixture?.close()
-  })
+      // The same socket still serves: nothing was closed, and nothing was charged before this query.
+      const query = subscribeWs(client, '{ budget }')
+      expect(await within(query.ended, 5_000, 'the query')).toBeUndefined()
+      expect(query.results[0]?.data).toEqual({ budget: 1 })
+      expect(closes).toEqual([])
+      expect(await h.remaining()).toBe(99)
+    })
 
-  async function setup(capacity = 1000, leaseMs = 60_000) {
-    fixture ??= await createStore(kind)
-    const store = fixture.store
-    // A limiter name unique per test: the store outlives the test.
-    const name = `sub${++serial}`
-    const h = await start({ capacity, store, name, subscriptions: { maxPerIdentity: 2, leaseMs } })
-    // The plugin's leases live in `store` under `${name}:subscriptions`; this reads them without taking one.
-    const leases = concurrencyLimit({ name: `${name}:subscriptions`, store, max: 2, leaseMs })
-    const held = async () => 2 - (await leases.peek(IDENTITY)).remaining
-    return { h, held }
-  }
-
-  it('refuses a third concurrent subscription with SUBSCRIPTION_LIMIT_EXCEEDED; unsubscribe and completion free a slot', async () => {
-    const { h, held } = await setup()
-    const client = wsClient(h.wsUrl)
-
-    const a = subscribeWs(client, ticksQuery(100_000, 20))
-    const b = subscribeWs(client, ticksQuery(100_000, 20))
-    await waitFor('first events of two subscriptions', () => a.results.length > 0 && b.results.length > 0)
-    expect(await held()).toBe(2)
-
-    const c = subscribeWs(client, ticksQuery(1))
-    expect(await within(c.ended, 5_000, 'the refused subscription')).toBeUndefined()
-    expect(c.results).toHaveLength(1)
-    const error = refusalOf(c.results[0])
-    expect(error.extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
-    expect(typeof error.extensions.retryAfter).toBe('number')
-    expect(error.extensions.retryAfter).toBeGreaterThanOrEqual(1)
-    expect(error.extensions.limit).toBe(2)
-    expect(h.runs.subscribes).toBe(2)
-    expect(await held()).toBe(2)
-
-    // The client unsubscribes a: its generator stops and its lease is released.
-    a.unsubscribe()
-    await waitFor(
-      'the lease of the unsubscribed subscription to be released',
-      async () => (await held()) === 1,
-    )
-    await waitFor('the unsubscribed generator to stop', () => h.runs.active === 1)
-
-    // A subscription that completes by itself (2 events) is admitted, and frees its lease when it completes.
-    const d = subscribeWs(client, ticksQuery(2))
-    expect(await within(d.ended, 5_000, 'the admitted subscription')).toBeUndefined()
-    expect(d.results).toEqual([tick(1), tick(2)])
-    await waitFor('the lease of the completed subscription to be released', async () => (await held()) === 1)
-
-    // So two can be open again (b and e), and a fourth concurrent one is refused again.
-    const e = subscribeWs(client, ticksQuery(100_000, 20))
-    await waitFor('the first event of e', () => e.results.length > 0)
-    expect(await held()).toBe(2)
-    const f = subscribeWs(client, ticksQuery(1))
-    expect(await within(f.ended, 5_000, 'the refused subscription f')).toBeUndefined()
-    expect(refusalOf(f.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
-    expect(h.runs.subscribes).toBe(4)
-
-    // Closing the connection ends b and e and releases both.
-    await client.dispose()
-    await waitFor('every lease to be released after the connection closed', async () => (await held()) === 0)
-    await waitFor('every generator to stop', () => h.runs.active === 0)
-  })
-
-  it('counts leases per identity across connections', async () => {
-    const { h, held } = await setup()
-    const one = subscribeWs(wsClient(h.wsUrl), ticksQuery(100_000, 20))
-    const two = subscribeWs(wsClient(h.wsUrl), ticksQuery(100_000, 20))
-    await waitFor('first events on both connections', () => one.results.length > 0 && two.results.length > 0)
-    const three = subscribeWs(wsClient(h.wsUrl), ticksQuery(1))
-    expect(await within(three.ended, 5_000, 'the refused subscription')).toBeUndefined()
-    expect(refusalOf(three.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
-    expect(await held()).toBe(2)
-    one.unsubscribe()
-    two.unsubscribe()
-    await waitFor('both leases to be released', async () => (await held()) === 0)
-  })
-
-  it('renews the leases of live subscriptions past leaseMs', async () => {
-    const leaseMs = 450
-    const { h, held } = await setup(1000, leaseMs)
-    const client = wsClient(h.wsUrl)
-    const a = subscribeWs(client, ticksQuery(100_000, 20))
-    const b = subscribeWs(client, ticksQuery(100_000, 20))
-    await waitFor('first events of two subscriptions', () => a.results.length > 0 && b.results.length > 0)
-    // Over two lease lifetimes: unrenewed leases would have expired.
-    await sleep(1_000)
-    expect(await held()).toBe(2)
-    const c = subscribeWs(client, ticksQuery(1))
-    expect(await within(c.ended, 5_000, 'the refused subscription')).toBeUndefined()
-    const error = refusalOf(c.results[0])
-    expect(error.extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
-    expect(error.extensions.retryAfter).toBe(1)
-    a.unsubscribe()
-    b.unsubscribe()
-    await waitFor('both leases to be released', async () => (await held()) === 0)
-    await waitFor('both generators to stop', () => h.runs.active === 0)
-  })
-
-  it('a subscription refused for its lease is not charged to the budget', async () => {
-    const { h } = await setup(100)
-    const client = wsClient(h.wsUrl)
-    const a = subscribeWs(client, ticksQuery(100_000, 20))
-    const b = subscribeWs(client, ticksQuery(100_000, 20))
-    await waitFor('first events of two subscriptions', () => a.results.length > 0 && b.results.length > 0)
-    expect(await h.remaining()).toBe(100 - 2 * SUB_COST)
-
-    const c = subscribeWs(client, ticksQuery(1))
-    expect(await within(c.ended, 5_000, 'the refused subscription')).toBeUndefined()
-    expect(refusalOf(c.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
-    // The operation did not run: like every other refusal, it spends nothing.
-    expect(await h.remaining()).toBe(100 - 2 * SUB_COST)
-  })
-})
+    it('a structural rule refuses over graphql-ws: an `error` message without `http`, nothing run or charged', async () => {
+      const h = await start(driver, { capacity: 100 })
+      const client = wsClient(h.wsUrl, { lazy: false })
+      const closes = closeCodes(client)
+      const deep = subscribeWs(client, nested(20))
+      const deepErrors = errorMessage(await within(deep.ended, 5_000, 'the deep query'))
+      expect(deepErrors).toEqual([
+        {
+          message: 'The operation nests deeper than 15.',
+          extensions: { code: 'MAX_DEPTH_EXCEEDED', limit: 15 },
+        },
+      ])
+      const aliases = Array.from({ length: 31 }, (_, i) => `a${i}: n`).join(' ')
+      const aliased = subscribeWs(client, `subscription { ticks(count: 1) { ${aliases} } }`)
+      const aliasErrors = errorMessage(await within(aliased.ended, 5_000, 'the aliased subscription'))
+      expect(aliasErrors.map((error) => error.extensions.code)).toEqual(['MAX_ALIASES_EXCEEDED'])
+      expect(aliasErrors[0]?.extensions.http).toBeUndefined()
+      expect(h.runs.subscribes).toBe(0)
+      expect(await h.remaining()).toBe(100)
+      expect(closes).toEqual([])
+    })
+  },
+)
 
 // ---------------------------------------------------------------------------------------------------------------
-// onOperation
+// Apollo Server only: an application onSubscribe of its own; a subscription over HTTP
 // ---------------------------------------------------------------------------------------------------------------
 
-describe('graphql-ws: onOperation', () => {
-  it('reports every subscription once: admitted, refused for its budget, refused for its lease', async () => {
-    const h = await start({ capacity: 3 * SUB_COST, subscriptions: { maxPerIdentity: 1 } })
-    const client = wsClient(h.wsUrl)
-    const held = subscribeWs(client, ticksQuery(100_000, 20))
-    await waitFor('the first event', () => held.results.length > 0)
-    const leaseRefused = subscribeWs(client, ticksQuery(1))
-    expect(await within(leaseRefused.ended, 5_000, 'the lease refusal')).toBeUndefined()
-    expect(refusalOf(leaseRefused.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
-    held.unsubscribe()
-    await waitFor('the generator to stop', () => h.runs.active === 0)
-    // Spend the rest of the budget whatever the lease refusal cost, then be refused for the budget.
-    await h.limiter.consume(IDENTITY, await h.remaining())
-    const budgetRefused = subscribeWs(client, ticksQuery(1))
-    expect(await within(budgetRefused.ended, 5_000, 'the budget refusal')).toBeUndefined()
-    expect(refusalOf(budgetRefused.results[0]).extensions.code).toBe('RATE_LIMITED')
+describe("Apollo Server: tollbooth.graphqlWs with the application's own onSubscribe", () => {
+  /** An application that parses the payload itself and returns its own ExecutionArgs (graphql-ws adds the context). */
+  const ownArgs =
+    (schema: Parameters<NonNullable<StartOptions['onSubscribe']>>[0]): OnSubscribe =>
+    (_ctx, _id, payload) => ({
+      schema,
+      document: parse(payload.query),
+      operationName: payload.operationName ?? null,
+      variableValues: payload.variables ?? null,
+    })
 
-    const subscription = { operationName: 'Ticks', operationType: 'subscription', requestedCost: SUB_COST }
-    expect(h.events).toEqual([
-      expect.objectContaining({ ...subscription, refused: undefined }),
-      expect.objectContaining({ ...subscription, refused: 'SUBSCRIPTION_LIMIT_EXCEEDED' }),
-      expect.objectContaining({ ...subscription, refused: 'RATE_LIMITED' }),
+  it('its ExecutionArgs still get the structural rules', async () => {
+    const h = await start(apolloDriver, { capacity: 100, onSubscribe: ownArgs })
+    const op = subscribeWs(wsClient(h.wsUrl), nested(20))
+    const errors = errorMessage(await within(op.ended, 5_000, 'the refusal'))
+    expect(errors).toEqual([
+      {
+        message: 'The operation nests deeper than 15.',
+        extensions: { code: 'MAX_DEPTH_EXCEEDED', limit: 15 },
+      },
     ])
+    expect(h.runs.subscribes).toBe(0)
+    expect(await h.remaining()).toBe(100)
+  })
+
+  it('its text still gets the parse-time guards, before the application parses it', async () => {
+    const h = await start(apolloDriver, { capacity: 100, onSubscribe: ownArgs })
+    const client = wsClient(h.wsUrl, { lazy: false })
+    const closes = closeCodes(client)
+    for (const [query, code] of [
+      [`{ ${'budget '.repeat(5_001)}}`, 'TOO_MANY_TOKENS'],
+      [`{ budget }${' '.repeat(99_999)}`, 'QUERY_TOO_LARGE'],
+      // 3,000 levels: graphql-js' parser, called by the application, would overflow the stack.
+      [nested(3_000), 'MAX_DEPTH_EXCEEDED'],
+    ] as const) {
+      const op = subscribeWs(client, query)
+      const errors = errorMessage(await within(op.ended, 5_000, code))
+      expect(errors.map((error) => error.extensions.code)).toEqual([code])
+      expect(errors[0]?.extensions.http).toBeUndefined()
+    }
+    expect(closes).toEqual([])
+  })
+
+  it('its ExecutionArgs are priced, charged and held to maxPerIdentity like any other', async () => {
+    const h = await start(apolloDriver, {
+      capacity: 100,
+      onSubscribe: ownArgs,
+      subscriptions: { maxPerIdentity: 1 },
+    })
+    const client = wsClient(h.wsUrl)
+    const held = subscribeWs(client, stalledQuery)
+    await waitFor('the first event', () => held.results.length > 0)
+    const refused = subscribeWs(client, ticksQuery(1))
+    expect(await within(refused.ended, 5_000, 'the refused subscription')).toBeUndefined()
+    expect(refusalOf(refused.results[0]).extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED')
+    expect(await h.remaining()).toBe(100 - SUB_COST)
+    expect(h.runs.subscribes).toBe(1)
+  })
+
+  it('its own errors are answered as they are', async () => {
+    const h = await start(apolloDriver, {
+      capacity: 100,
+      onSubscribe: () => () => [new GraphQLError('Not allowed here.', { extensions: { code: 'FORBIDDEN' } })],
+    })
+    const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(1))
+    expect(errorMessage(await within(op.ended, 5_000, 'the refusal'))).toEqual([
+      { message: 'Not allowed here.', extensions: { code: 'FORBIDDEN' } },
+    ])
+    expect(h.runs.subscribes).toBe(0)
+    expect(await h.remaining()).toBe(100)
+  })
+})
+
+describe('Apollo Server: a subscription sent over HTTP', () => {
+  it('is run as a query (no source stream, no lease) and priced and settled like one', async () => {
+    const fixture = await createStore('memory')
+    cleanups.push(() => fixture.close())
+    const store = fixture.store
+    const h = await start(apolloDriver, {
+      capacity: 100,
+      store,
+      name: 'http',
+      subscriptions: { maxPerIdentity: 1 },
+    })
+    const leases = concurrencyLimit({ name: 'http:subscriptions', store, max: 1, leaseMs: 60_000 })
+    const response = await fetch(h.httpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+      body: JSON.stringify({ query: ticksQuery(3) }),
+    })
+    expect(response.status).toBe(200)
+    const body = (await response.json()) as ExecutionResult & {
+      extensions: { cost: { requestedQueryCost: number; actualQueryCost: number } }
+    }
+    // Apollo Server has no subscription transport over HTTP: graphql-js executes the root field's `resolve`
+    // (none here), not its `subscribe`.
+    expect(body.data).toEqual({ ticks: null })
+    expect(h.runs.subscribes).toBe(0)
+    expect(body.extensions.cost.requestedQueryCost).toBe(SUB_COST)
+    expect(await h.remaining()).toBe(100 - body.extensions.cost.actualQueryCost)
+    expect((await leases.peek(IDENTITY)).remaining).toBe(1)
   })
 })
 
@@ -624,7 +883,7 @@ describe('graphql-ws: onOperation', () => {
 
 describe('SSE through Yoga', () => {
   it('charges the subscription its cost at subscribe', async () => {
-    const h = await start({ capacity: 100 })
+    const h = await start(yogaDriver, { capacity: 100 })
     const stream = await subscribeSse(h.httpUrl, ticksQuery(3))
     expect(stream.status).toBe(200)
     expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/)
@@ -649,7 +908,7 @@ describe('SSE through Yoga', () => {
   })
 
   it('refuses a subscription over budget: HTTP 429 with Retry-After, one RATE_LIMITED event, no resolver run', async () => {
-    const h = await start({ capacity: 10 })
+    const h = await start(yogaDriver, { capacity: 10 })
     const paid = await subscribeSse(h.httpUrl, ticksQuery(1))
     await within(paid.ended, 5_000, 'the paid stream')
     expect(paid.results).toEqual([tick(1)])
@@ -671,7 +930,7 @@ describe('SSE through Yoga', () => {
   })
 
   it('costPerEvent over SSE: event N+1 is a RATE_LIMITED error', async () => {
-    const h = await start({ capacity: SUB_COST + 2, subscriptions: { costPerEvent: 1 } })
+    const h = await start(yogaDriver, { capacity: SUB_COST + 2, subscriptions: { costPerEvent: 1 } })
     const stream = await subscribeSse(h.httpUrl, ticksQuery(3))
     await within(stream.ended, 5_000, 'the stream to end')
     expect(stream.status).toBe(200)
@@ -685,7 +944,12 @@ describe('SSE through Yoga', () => {
     const fixture = await createStore('memory')
     cleanups.push(() => fixture.close())
     const store = fixture.store
-    const h = await start({ capacity: 1000, store, name: 'sse', subscriptions: { maxPerIdentity: 2 } })
+    const h = await start(yogaDriver, {
+      capacity: 1000,
+      store,
+      name: 'sse',
+      subscriptions: { maxPerIdentity: 2 },
+    })
     const leases = concurrencyLimit({ name: 'sse:subscriptions', store, max: 2, leaseMs: 60_000 })
     const held = async () => 2 - (await leases.peek(IDENTITY)).remaining
 

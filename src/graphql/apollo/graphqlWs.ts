@@ -1,0 +1,208 @@
+import {
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  execute,
+  GraphQLError,
+  GraphQLSchema,
+  parse,
+  specifiedRules,
+  subscribe,
+  type ValidationRule,
+  validate,
+} from 'graphql'
+import type { AdmissionEngine } from '../engine/admissionEngine.js'
+import { withoutHttp } from '../engine/operationResults.js'
+import { isAsyncIterable, type SubscriptionHooks } from '../engine/subscriptionAdmission.js'
+import type { ParseFunction } from '../options.js'
+
+/**
+ * The graphql-ws `useServer` options tollbooth reads and replaces, spelled out without graphql-ws' types (so the
+ * published declarations need graphql-ws only where it is used). Every other option passes through untouched.
+ */
+export interface GraphqlWsServerOptions {
+  schema?: unknown
+  parse?: unknown
+  validate?: unknown
+  execute?: unknown
+  subscribe?: unknown
+  onSubscribe?: unknown
+}
+
+interface SubscribePayload {
+  readonly query: string
+  readonly operationName?: string | null
+  readonly variables?: Record<string, unknown> | null
+}
+
+type SchemaOption =
+  | GraphQLSchema
+  | ((...args: unknown[]) => GraphQLSchema | Promise<GraphQLSchema>)
+  | undefined
+type Validate = (
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  rules?: readonly ValidationRule[],
+) => readonly GraphQLError[]
+type Run = (args: ExecutionArgs) => unknown
+type OnSubscribe = (ctx: unknown, id: string, payload: SubscribePayload) => unknown
+
+/**
+ * `options` with every operation over graphql-ws admitted as over HTTP: `onSubscribe` parses with the parse-time
+ * guards and validates with the structural rules. The application's own `onSubscribe`, if any, runs first, once
+ * the parse-time guards have read the text (it may parse it itself); it may answer instead, and ExecutionArgs it
+ * returns still get the structural rules. `execute` and `subscribe` price, charge, settle, hold a subscription's
+ * lease and charge its events. A refusal is sent as the operation's result or `error` message, without the HTTP
+ * status and headers.
+ */
+export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
+  engine: AdmissionEngine,
+  options: TOptions,
+): TOptions {
+  const schemaOption = options.schema as SchemaOption
+  if (schemaOption instanceof GraphQLSchema) engine.schemaChanged(schemaOption)
+  const ownOnSubscribe = options.onSubscribe as OnSubscribe | undefined
+  const parseFn = (options.parse as ParseFunction | undefined) ?? parse
+  const guardedParse = engine.guardsParse ? engine.guardedParse(parseFn) : parseFn
+  const validateFn = (options.validate as Validate | undefined) ?? validate
+  const rules = [...specifiedRules, ...engine.validationRules]
+  const runExecute = (options.execute as Run | undefined) ?? execute
+  const runSubscribe = (options.subscribe as Run | undefined) ?? subscribe
+
+  /**
+   * The parse-time guards on text the application's own `onSubscribe` may parse itself: its refusal, if any. The
+   * nesting scan comes before any parser, which is recursive and overflows the stack on a few thousand levels.
+   */
+  const refuseText = (query: string): GraphQLError[] | undefined => {
+    try {
+      engine.checkLength(query)
+      if (engine.guardsParse) engine.checkBeforeParse(query)
+      return undefined
+    } catch (error) {
+      if (error instanceof GraphQLError) return [withoutHttp(error)]
+      throw error
+    }
+  }
+
+  const onSubscribe: OnSubscribe = async (ctx, id, payload) => {
+    if (ownOnSubscribe !== undefined) {
+      const refused = refuseText(payload.query)
+      if (refused !== undefined) return refused
+    }
+    const own = await ownOnSubscribe?.(ctx, id, payload)
+    if (Array.isArray(own)) return own
+    if (own !== undefined && own !== null) {
+      // The application built the arguments (and validated them as it saw fit): the structural rules still apply.
+      const args = own as ExecutionArgs
+      const errors = validate(args.schema, args.document, engine.validationRules)
+      return errors.length > 0 ? errors.map(withoutHttp) : own
+    }
+    let document: DocumentNode
+    try {
+      engine.checkLength(payload.query)
+      document = guardedParse(payload.query)
+    } catch (error) {
+      if (error instanceof GraphQLError) return [withoutHttp(error)]
+      throw error
+    }
+    const args = { operationName: payload.operationName, document, variableValues: payload.variables }
+    const schema =
+      typeof schemaOption === 'function' ? await schemaOption(ctx, id, payload, args) : schemaOption
+    if (schema === undefined) throw new Error('The GraphQL schema is not provided')
+    const errors = validateFn(schema, document, rules)
+    return errors.length > 0 ? errors.map(withoutHttp) : { ...args, schema }
+  }
+
+  const admittedExecute = async (args: ExecutionArgs) => {
+    let refusal: ExecutionResult | undefined
+    const admission = await engine.admit(args, undefined, (result) => {
+      refusal = result
+    })
+    if (refusal !== undefined) return withoutHttpErrors(refusal)
+    const result = await runExecute(args)
+    if (admission === undefined || isAsyncIterable(result)) return result
+    return engine.settle(admission, result as ExecutionResult)
+  }
+
+  const admittedSubscribe = async (args: ExecutionArgs) => {
+    let refusal: ExecutionResult | undefined
+    const stop = (result: ExecutionResult) => {
+      refusal = result
+    }
+    const admission = await engine.admit(args, undefined, stop)
+    if (refusal !== undefined) return withoutHttpErrors(refusal)
+    if (admission === undefined) return runSubscribe(args)
+    const subscription = await engine.subscriptions.open(admission, stop)
+    if (subscription === undefined) return refusal === undefined ? undefined : withoutHttpErrors(refusal)
+    let result: unknown
+    try {
+      result = await runSubscribe(args)
+    } catch (error) {
+      subscription.failed()
+      throw error
+    }
+    const hooks = subscription.started(result)
+    return hooks === undefined ? result : chargedEvents(result as AsyncIterable<ExecutionResult>, hooks)
+  }
+
+  return { ...options, onSubscribe, execute: admittedExecute, subscribe: admittedSubscribe }
+}
+
+function withoutHttpErrors(result: ExecutionResult): ExecutionResult {
+  return result.errors === undefined ? result : { ...result, errors: result.errors.map(withoutHttp) }
+}
+
+/**
+ * The subscription's events, each charged through `hooks.onNext` (which may replace it, sent without `http`), with
+ * `hooks.onEnd` called once when the stream ends, fails or is closed. A plain iterator, not an async generator:
+ * graphql-ws closes a completed subscription with `return()`, which must take effect at once, not after the next
+ * event.
+ */
+function chargedEvents(
+  source: AsyncIterable<ExecutionResult>,
+  hooks: SubscriptionHooks,
+): AsyncIterableIterator<ExecutionResult> {
+  const iterator = source[Symbol.asyncIterator]()
+  let ended = false
+  const end = () => {
+    if (ended) return
+    ended = true
+    hooks.onEnd()
+  }
+  return {
+    [Symbol.asyncIterator]() {
+      return this
+    },
+    async next() {
+      let step: IteratorResult<ExecutionResult>
+      try {
+        step = await iterator.next()
+      } catch (error) {
+        end()
+        throw error
+      }
+      if (step.done === true) {
+        end()
+        return step
+      }
+      let value = step.value
+      await hooks.onNext?.({
+        setResult(result) {
+          // An event the budget cannot pay is replaced by a refusal made for HTTP (the engine is told Apollo answers
+          // over HTTP): its status and headers are dropped here, as a refusal at subscribe's are.
+          value = withoutHttpErrors(result)
+        },
+      })
+      return { done: false, value }
+    },
+    async return(value?: unknown) {
+      end()
+      return (await iterator.return?.(value)) ?? { done: true, value: undefined }
+    },
+    async throw(error?: unknown) {
+      end()
+      if (iterator.throw === undefined) throw error
+      return iterator.throw(error)
+    },
+  }
+}

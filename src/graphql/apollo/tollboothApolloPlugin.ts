@@ -1,0 +1,251 @@
+import {
+  type ApolloServerPlugin,
+  type BaseContext,
+  type GraphQLRequestContext,
+  type GraphQLRequestListener,
+  type GraphQLResponse,
+  HeaderMap,
+  type HTTPGraphQLHead,
+} from '@apollo/server'
+import { type DocumentNode, type ExecutionResult, GraphQLError, type GraphQLSchema, validate } from 'graphql'
+import { TollboothError } from '../../core/errors.js'
+import { type Admission, AdmissionEngine } from '../engine/admissionEngine.js'
+import { newRequestState, type RequestState } from '../engine/requestState.js'
+import { hasNodeRequest } from '../identity.js'
+import type { GraphQLContext, TollboothGraphQLOptions } from '../options.js'
+import { apolloError, apolloRefusal, fitRefusalForApollo } from './apolloHttp.js'
+import { type GraphqlWsServerOptions, graphqlWsOptions } from './graphqlWs.js'
+
+/** `tollboothApolloPlugin`'s plugin: Apollo's hooks, and the graphql-ws options for subscriptions. */
+export interface TollboothApolloPlugin<TContext extends BaseContext = BaseContext>
+  extends ApolloServerPlugin<TContext> {
+  /**
+   * graphql-ws `useServer` options that run every operation over WebSocket through the same admission (Apollo
+   * Server does not see them): `useServer(tollbooth.graphqlWs({ schema, context }), wsServer)`. Give the context the
+   * Node request (`context: (ctx) => ({ req: ctx.extra.request })`) for the default IP identity and field limits.
+   */
+  graphqlWs<TOptions extends GraphqlWsServerOptions>(options: TOptions): TOptions
+}
+
+/** One HTTP request as Apollo runs it: its operations (several in a batch) share this. */
+interface ApolloRequest {
+  readonly state: RequestState
+  operations: number
+  /** Whether this plugin set the response's RateLimit fields (it may replace them for a later operation). */
+  ownsHeaders: boolean
+}
+
+/**
+ * The Apollo Server 5 plugin: the same options and the same admission as `useTollbooth` (parse-time guards,
+ * structural rules, cost, per-identity budget, sensitive-field limits, refund, `extensions.cost`, RateLimit headers,
+ * 429 with Retry-After). `TContext` is the server's context, as `limiter` and `identify` receive it. Apollo does not
+ * let a plugin replace its parser: `maxTokens` and `maxNesting` are checked on the query text just before Apollo
+ * parses it, and a document Apollo hands back from its cache is checked only if it has not passed them before.
+ */
+export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext>(
+  options: TollboothGraphQLOptions<TContext & GraphQLContext>,
+): TollboothApolloPlugin<TContext> {
+  const engine = renamedErrors(
+    () =>
+      // Apollo answers over HTTP; the graphql-ws options drop a refusal's `http` themselves.
+      new AdmissionEngine(options as unknown as TollboothGraphQLOptions, { overHttp: () => true }),
+  )
+  /** A batch's operations share the response head (Apollo Server ≥ 4.1): their request is found from it. */
+  const batches = new WeakMap<object, ApolloRequest>()
+  const ruleErrors = new WeakMap<DocumentNode, readonly GraphQLError[]>()
+  /**
+   * Documents whose text passed `maxTokens` and `maxNesting`. Apollo caches a document once it has parsed and
+   * validated, before any plugin resolves the operation, so text the guards refused is cached too and is not parsed
+   * again: a document from the cache that is not in this set has its text checked. (An external document store
+   * hands back a new object each time: its documents are checked every time.)
+   */
+  const passedParseGuards = new WeakSet<DocumentNode>()
+  let warnedNoRequest = options.identify !== undefined
+
+  /** The structural rules' errors for a document, once per document object (Apollo caches parsed documents). */
+  const checkRules = (schema: GraphQLSchema, document: DocumentNode): void => {
+    if (engine.validationRules.length === 0) return
+    let errors = ruleErrors.get(document)
+    if (errors === undefined) {
+      errors = validate(schema, document, engine.validationRules)
+      ruleErrors.set(document, errors)
+    }
+    const [first] = errors
+    if (first !== undefined) throw apolloError(first)
+  }
+
+  const requestOf = (requestContext: GraphQLRequestContext<TContext>): ApolloRequest => {
+    if (!requestContext.requestIsBatched) {
+      return { state: newRequestState(), operations: 1, ownsHeaders: false }
+    }
+    const head = requestContext.response.http
+    let request = batches.get(head)
+    if (request === undefined) {
+      request = { state: newRequestState(), operations: 0, ownsHeaders: false }
+      batches.set(head, request)
+    }
+    request.operations++
+    return request
+  }
+
+  return {
+    async serverWillStart({ schema }) {
+      // `server.start()` rejects with this error for a schema the options do not fit, rather than answering 500 to
+      // every request. (Thrown from `schemaDidLoadOrUpdate`, it would reach `start()` wrapped in a plain Error.)
+      renamedErrors(() => engine.schemaChanged(schema))
+      return {
+        schemaDidLoadOrUpdate({ apiSchema }) {
+          // A gateway's later schemas; the first is the one checked above (the engine models each schema once).
+          renamedErrors(() => engine.schemaChanged(apiSchema))
+        },
+      }
+    },
+
+    async requestDidStart(requestContext): Promise<GraphQLRequestListener<TContext>> {
+      const request = requestOf(requestContext)
+      const ordinal = request.operations
+      if (!warnedNoRequest && !hasNodeRequest(requestContext.contextValue as GraphQLContext)) {
+        warnedNoRequest = true
+        requestContext.logger.warn(
+          'tollbooth: the GraphQL context has no `req`: every caller shares the budget of one unknown client. ' +
+            'Pass the Node request in the context (`context: async ({ req }) => ({ req })`) or give `identify`.',
+        )
+      }
+      let admission: Admission | undefined
+      /**
+       * A parse-time guard's refusal. Apollo answers 500 to an error thrown before it has parsed and validated, so
+       * the refusal is noted here, thrown once the operation is resolved, and answered in place of Apollo's own
+       * error if parsing or validation fails first.
+       */
+      let sourceRefusal: GraphQLError | undefined
+      /** Whether Apollo parsed the text for this request (it did not if its cache held the document). */
+      let parsed = false
+      const guard = (check: () => void) => {
+        try {
+          check()
+        } catch (error) {
+          if (!(error instanceof GraphQLError)) throw error
+          sourceRefusal = error
+        }
+      }
+      // Apollo reads the query text only once every plugin's `requestDidStart` has run: text refused by its length,
+      // or an operation past the batch's cap, is swapped for a trivial document here, so that Apollo parses (and
+      // caches) that rather than the attacker's text. The refusal is answered all the same, below.
+      const { query } = requestContext.request
+      guard(() => {
+        engine.checkBatchSize(ordinal)
+        if (typeof query === 'string') engine.checkLength(query)
+      })
+      if (sourceRefusal !== undefined) requestContext.request.query = REFUSED_TEXT_STAND_IN
+      return {
+        async didResolveSource({ source }) {
+          // A batch's operations all start before any resolves its source: by now `operations` is the batch's size.
+          // (The length again for text that came from the persisted-query cache.)
+          if (sourceRefusal !== undefined) return
+          guard(() => {
+            engine.checkBatchSize(request.operations)
+            engine.checkLength(source)
+          })
+        },
+
+        async parsingDidStart({ source }) {
+          parsed = true
+          if (sourceRefusal === undefined && engine.guardsParse) guard(() => engine.checkBeforeParse(source))
+        },
+
+        async didResolveOperation({ schema, document, source }) {
+          if (sourceRefusal === undefined && engine.guardsParse && !passedParseGuards.has(document)) {
+            // Parsed just now, the text has been checked; from Apollo's cache, it may be text the guards refused.
+            if (!parsed) guard(() => engine.checkBeforeParse(source))
+            if (sourceRefusal === undefined) passedParseGuards.add(document)
+          }
+          if (sourceRefusal !== undefined) throw apolloError(sourceRefusal)
+          checkRules(schema, document)
+        },
+
+        async responseForOperation({ schema, document, request: graphqlRequest, contextValue }) {
+          let refusal: ExecutionResult | undefined
+          admission = await engine.admit(
+            {
+              schema,
+              document,
+              operationName: graphqlRequest.operationName,
+              variableValues: graphqlRequest.variables,
+              contextValue,
+            },
+            request.state,
+            (result) => {
+              refusal = result
+            },
+          )
+          if (refusal === undefined) return null
+          const http: HTTPGraphQLHead = { headers: new HeaderMap() }
+          // A batch's operations share one status line and one set of headers, which Apollo merges each answer
+          // into. As in Yoga, a refused operation leaves them to the batch (its result still says why, with its
+          // code and retryAfter): a 429 or a Retry-After would say the operations that ran had failed too.
+          const head = requestContext.requestIsBatched ? { headers: new HeaderMap() } : http
+          const singleResult = apolloRefusal(refusal, head)
+          return { http, body: { kind: 'single', singleResult } }
+        },
+
+        async didEncounterErrors({ errors }) {
+          // Called with the errors as raised, before Apollo formats them into the response.
+          for (const error of errors) fitRefusalForApollo(error, !requestContext.requestIsBatched)
+        },
+
+        async willSendResponse({ response }) {
+          if (sourceRefusal !== undefined) {
+            answerWith(response, sourceRefusal)
+            return
+          }
+          if (admission !== undefined && response.body.kind === 'single') {
+            // Incremental delivery (@defer/@stream) is charged its estimate and not refunded.
+            response.body.singleResult = engine.settle(
+              admission,
+              response.body.singleResult as ExecutionResult,
+            ) as typeof response.body.singleResult
+          }
+          const { rateLimit, rateLimitPolicy } = request.state
+          if (rateLimit === undefined || rateLimitPolicy === undefined) return
+          const { headers } = response.http
+          // Fields the application set stay: the fields of one response describe one decision.
+          if (!request.ownsHeaders && (headers.has('ratelimit') || headers.has('ratelimit-policy'))) return
+          request.ownsHeaders = true
+          headers.set('ratelimit-policy', rateLimitPolicy)
+          headers.set('ratelimit', rateLimit)
+        },
+      }
+    },
+
+    graphqlWs: (serverOptions) => graphqlWsOptions(engine, serverOptions),
+  }
+}
+
+/** What Apollo parses in place of text refused before parsing. */
+const REFUSED_TEXT_STAND_IN = '{ __typename }'
+
+/**
+ * Answers a parse-time refusal, unless the response already does (thrown from `didResolveOperation`, Apollo has
+ * formatted it): a document that failed to parse or validate first gets the refusal instead of Apollo's error.
+ */
+function answerWith(response: GraphQLResponse, refusal: GraphQLError): void {
+  const { body } = response
+  const code = refusal.extensions.code
+  if (body.kind === 'single' && body.singleResult.errors?.[0]?.extensions?.code === code) return
+  const head: HTTPGraphQLHead = { headers: new HeaderMap() }
+  response.body = { kind: 'single', singleResult: apolloRefusal({ errors: [refusal] }, head) }
+  response.http.status = head.status
+  for (const [name, value] of head.headers) response.http.headers.set(name, value)
+}
+
+/** Option errors name this plugin, not `useTollbooth`, whose checks they come from. */
+function renamedErrors<T>(build: () => T): T {
+  try {
+    return build()
+  } catch (error) {
+    if (error instanceof TollboothError && error.message.startsWith('useTollbooth')) {
+      error.message = `tollboothApolloPlugin${error.message.slice('useTollbooth'.length)}`
+    }
+    throw error
+  }
+}
