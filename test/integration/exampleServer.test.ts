@@ -104,6 +104,27 @@ function labelValues(text: string): string[] {
     .map((match) => match[1] as string)
 }
 
+/** A graphql-ws client of the example's /graphql, signed in as Alice. */
+function aliceOverGraphqlWs(url: string) {
+  return createClient({
+    url: `${url.replace(/^http/, 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    retryAttempts: 0,
+    connectionParams: { authorization: 'Bearer alice-token' },
+  })
+}
+
+/** The events of `countdown(from: 3)`, a subscription of the demo API. */
+async function countdown(client: ReturnType<typeof createClient>): Promise<unknown[]> {
+  const events: unknown[] = []
+  for await (const result of client.iterate({
+    query: 'subscription { countdown(from: 3, intervalMs: 20) }',
+  })) {
+    events.push(result.data?.countdown)
+  }
+  return events
+}
+
 describe('npm start: the example server (memory store)', () => {
   let example: ExampleServer
 
@@ -287,20 +308,9 @@ describe('npm start: the example server (memory store)', () => {
   })
 
   it('a subscription over graphql-ws, one over SSE, and chat messages reaching `messageAdded`', async () => {
-    const client = createClient({
-      url: `${example.url.replace(/^http/, 'ws')}/graphql`,
-      webSocketImpl: WebSocket,
-      retryAttempts: 0,
-      connectionParams: { authorization: 'Bearer alice-token' },
-    })
+    const client = aliceOverGraphqlWs(example.url)
     try {
-      const countdown: unknown[] = []
-      for await (const result of client.iterate({
-        query: 'subscription { countdown(from: 3, intervalMs: 20) }',
-      })) {
-        countdown.push(result.data?.countdown)
-      }
-      expect(countdown).toEqual([3, 2, 1])
+      expect(await countdown(client)).toEqual([3, 2, 1])
 
       // A document that does not parse is the client's error: answered as one, nothing logged by the server.
       const refused = await client
@@ -651,20 +661,9 @@ describe('GRAPHQL_SERVER=apollo npm start: the same API and protection on Apollo
   })
 
   it('a subscription over graphql-ws is admitted and runs; a 4th at once is refused', async () => {
-    const client = createClient({
-      url: `${example.url.replace(/^http/, 'ws')}/graphql`,
-      webSocketImpl: WebSocket,
-      retryAttempts: 0,
-      connectionParams: { authorization: 'Bearer alice-token' },
-    })
+    const client = aliceOverGraphqlWs(example.url)
     try {
-      const countdown: unknown[] = []
-      for await (const result of client.iterate({
-        query: 'subscription { countdown(from: 3, intervalMs: 20) }',
-      })) {
-        countdown.push(result.data?.countdown)
-      }
-      expect(countdown).toEqual([3, 2, 1])
+      expect(await countdown(client)).toEqual([3, 2, 1])
       // Three open subscriptions per identity: three that have delivered their first event hold their leases, and a
       // fourth gets SUBSCRIPTION_LIMIT_EXCEEDED as its result.
       const open = [1, 2, 3].map(() =>

@@ -20,35 +20,24 @@
 import { readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { fileURLToPath } from 'node:url'
 import { ApolloServer, type BaseContext } from '@apollo/server'
 import { startStandaloneServer } from '@apollo/server/standalone'
 import {
   buildSchema,
   type DocumentNode,
-  type GraphQLField,
   type GraphQLFieldResolver,
   type GraphQLSchema,
-  getNamedType,
   isEnumType,
-  isInterfaceType,
   isObjectType,
   parse,
 } from 'graphql'
 import { createYoga } from 'graphql-yoga'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { parse as parseYaml } from 'yaml'
 import { tollboothApolloPlugin } from '../../../src/apollo/index.js'
-import {
-  type CostExtension,
-  type CostMap,
-  type ListSizeConfig,
-  type TollboothGraphQLOptions,
-  useTollbooth,
-} from '../../../src/graphql/index.js'
+import { type CostExtension, type TollboothGraphQLOptions, useTollbooth } from '../../../src/graphql/index.js'
 import { tokenBucket } from '../../../src/index.js'
+import { type CorpusEntry, corpusDir, realCost, translateListSizes } from '../../helpers/githubCorpus.js'
 
-const corpusDir = fileURLToPath(new URL('../../fixtures/github-corpus', import.meta.url))
 /** The request header naming the corpus entry whose recorded response the resolvers answer. */
 const ENTRY_HEADER = 'x-corpus-entry'
 /** What the recordings hold for every enum value. */
@@ -62,14 +51,6 @@ const MAX_COST = 10_000
 // ---------------------------------------------------------------------------------------------------------------
 // The corpus
 // ---------------------------------------------------------------------------------------------------------------
-
-interface CorpusEntry {
-  source: string
-  id: number
-  query: string
-  variables: Record<string, unknown>
-  response: Record<string, unknown>
-}
 
 interface Entry extends CorpusEntry {
   readonly label: string
@@ -87,91 +68,6 @@ function loadEntries(): Entry[] {
     // Three entries (github-query-2020-07-22-3) store the data object itself, without the `data` wrapper.
     data: ('data' in entry.response ? entry.response.data : entry.response) as Record<string, unknown>,
   }))
-}
-
-/** One entry of list-sizes.yaml (`analysisConfigurations.resolvers`), in the authors' vocabulary. */
-interface ResolverConfig {
-  limitArguments?: string[]
-  limitedFields?: string[]
-  defaultLimit?: number
-}
-
-const REGEX_KEY = /^\/(.+)\/$/
-const FIELD_KEY = /^(\*|[_A-Za-z][_0-9A-Za-z]*)\.(.+)$/
-
-/**
- * list-sizes.yaml as tollbooth's `costs` option, every key expanded to `Type.field` coordinates, as the unit test
- * translates it (see there): `/re/` matches the fields whose named type matches `re`; `Type.field` and `*.field`
- * that field on that type or on every type; `Type./re/` and `*./re/` the fields whose name matches. A field named
- * by two keys gets both configurations; two keys giving it the same setting throw.
- */
-function listSizeCosts(schema: GraphQLSchema, yamlText: string): CostMap {
-  const { resolvers } = (
-    parseYaml(yamlText) as { analysisConfigurations: { resolvers: Record<string, ResolverConfig> } }
-  ).analysisConfigurations
-  const fields: [string, GraphQLField<unknown, unknown>][] = []
-  for (const type of Object.values(schema.getTypeMap())) {
-    if (type.name.startsWith('__') || !(isObjectType(type) || isInterfaceType(type))) continue
-    for (const field of Object.values(type.getFields())) fields.push([type.name, field])
-  }
-  const costs: Record<string, { listSize: ListSizeConfig }> = {}
-  for (const [key, config] of Object.entries(resolvers)) {
-    const listSize: ListSizeConfig = {
-      ...(config.defaultLimit !== undefined && { assumedSize: config.defaultLimit }),
-      ...(config.limitArguments !== undefined && { slicingArguments: config.limitArguments }),
-      ...(config.limitedFields !== undefined && { sizedFields: config.limitedFields }),
-    }
-    const byType = REGEX_KEY.exec(key)
-    const byField = FIELD_KEY.exec(key)
-    let matches: [string, GraphQLField<unknown, unknown>][]
-    if (byType !== null) {
-      const pattern = new RegExp(byType[1] ?? '')
-      matches = fields.filter(([, field]) => pattern.test(getNamedType(field.type).name))
-    } else if (byField !== null) {
-      const [, typeName, fieldPart = ''] = byField
-      const fieldRegex = REGEX_KEY.exec(fieldPart)
-      const pattern = fieldRegex === null ? undefined : new RegExp(fieldRegex[1] ?? '')
-      matches = fields.filter(
-        ([type, field]) =>
-          (typeName === '*' || type === typeName) &&
-          (pattern === undefined ? field.name === fieldPart : pattern.test(field.name)),
-      )
-    } else {
-      throw new Error(`list-sizes.yaml: key ${key} is neither /regex/ nor Type.field`)
-    }
-    if (matches.length === 0) throw new Error(`list-sizes.yaml: key ${key} matches no field of the schema`)
-    for (const [typeName, field] of matches) {
-      const coordinate = `${typeName}.${field.name}`
-      const previous = costs[coordinate]?.listSize ?? {}
-      for (const name of ['assumedSize', 'slicingArguments', 'sizedFields'] as const) {
-        if (previous[name] !== undefined && listSize[name] !== undefined) {
-          throw new Error(`list-sizes.yaml: ${coordinate} gets ${name} from two keys`)
-        }
-      }
-      costs[coordinate] = { listSize: { ...previous, ...listSize } }
-    }
-  }
-  return costs
-}
-
-/**
- * The cost of a recorded response, counted without tollbooth: every non-null object and list item 1, scalars 0,
- * an empty list 1 (its resolver ran: the field's weight, 1 for a list of objects in this schema).
- */
-function countObjects(value: unknown): number {
-  if (Array.isArray(value)) {
-    if (value.length === 0) return 1
-    return value.reduce((sum: number, item) => sum + countObjects(item), 0)
-  }
-  if (value !== null && typeof value === 'object') {
-    return 1 + Object.values(value).reduce((sum: number, child) => sum + countObjects(child), 0)
-  }
-  return 0
-}
-
-/** The root object is the operation's root type, not a returned object: only what is below it counts. */
-function recordedCost(data: Record<string, unknown>): number {
-  return Object.values(data).reduce((sum: number, value) => sum + countObjects(value), 0)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -268,7 +164,7 @@ async function ask(server: CorpusServer, index: number, entry: Entry): Promise<R
 describe('GitHub corpus (Cha et al.) served by Yoga and Apollo Server with tollbooth', () => {
   const sdl = readFileSync(`${corpusDir}/github.graphql`, 'utf8')
   const entries = loadEntries()
-  const costs = listSizeCosts(buildSchema(sdl), readFileSync(`${corpusDir}/list-sizes.yaml`, 'utf8'))
+  const { costs } = translateListSizes(buildSchema(sdl), readFileSync(`${corpusDir}/list-sizes.yaml`, 'utf8'))
   const names: readonly ServerName[] = ['Yoga', 'Apollo Server']
   /** Every entry's reply from each server, in corpus order. */
   const replies = new Map<ServerName, Reply[]>()
@@ -342,7 +238,7 @@ describe('GitHub corpus (Cha et al.) served by Yoga and Apollo Server with tollb
 
   it('actualQueryCost is the cost of the recorded response, counted without tollbooth', () => {
     const mismatches = problems((reply, entry) => {
-      const counted = recordedCost(entry.data)
+      const counted = realCost(entry.data)
       return reply.cost?.actualQueryCost === counted
         ? undefined
         : `actualQueryCost ${reply.cost?.actualQueryCost}, counted ${counted}`
