@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import { isIP, isIPv4 } from 'node:net'
 import ipaddr from 'ipaddr.js'
 import proxyAddr from 'proxy-addr'
-import { ErrorCodes, invalidOption, TollboothError } from '../core/errors.js'
+import { ErrorCodes, invalidArgument, invalidOption, TollboothError } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 
 const OWNER = 'clientIp'
@@ -89,6 +89,10 @@ const resolvers = new WeakMap<ClientIpOptions, ClientIpResolver>()
  * mutate it afterwards (or hold on to a resolver from `createClientIpResolver`).
  */
 export function clientIp(req: ClientIpRequest, options?: ClientIpOptions): string {
+  // Most often a GraphQL context without the request in it (Apollo Server's context holds only what you put there).
+  if (typeof req !== 'object' || req === null) {
+    throw invalidArgument('clientIp', 'req', 'a Node request (put `req` in your GraphQL context)', req)
+  }
   if (options == null) return defaultResolver(req)
   let resolve = resolvers.get(options)
   if (resolve === undefined) {

@@ -11,6 +11,9 @@ import {
   type ValidationRule,
   validate,
 } from 'graphql'
+import { invalidOption } from '../../core/errors.js'
+import { checkOptionKeys } from '../../core/knownOptions.js'
+import { isOptionsObject } from '../../core/validate.js'
 import type { AdmissionEngine } from '../engine/admissionEngine.js'
 import { withoutHttp } from '../engine/operationResults.js'
 import { isAsyncIterable, type SubscriptionHooks } from '../engine/subscriptionAdmission.js'
@@ -35,6 +38,31 @@ interface SubscribePayload {
   readonly variables?: Record<string, unknown> | null
 }
 
+const OWNER = 'tollboothApolloPlugin.graphqlWs'
+/** The options of graphql-ws 6's `useServer` (its `ServerOptions`). */
+const GRAPHQL_WS_OPTIONS: readonly string[] = [
+  'schema',
+  'context',
+  'roots',
+  'parse',
+  'validate',
+  'execute',
+  'subscribe',
+  'connectionInitWaitTimeout',
+  'onConnect',
+  'onDisconnect',
+  'onPing',
+  'onPong',
+  'onClose',
+  'onSubscribe',
+  'onOperation',
+  'onError',
+  'onNext',
+  'onComplete',
+  'jsonMessageReviver',
+  'jsonMessageReplacer',
+]
+
 type SchemaOption =
   | GraphQLSchema
   | ((...args: unknown[]) => GraphQLSchema | Promise<GraphQLSchema>)
@@ -58,7 +86,12 @@ type OnSubscribe = (ctx: unknown, id: string, payload: SubscribePayload) => unkn
 export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
   engine: AdmissionEngine,
   options: TOptions,
+  /** Called with each operation's context before admission (the plugin warns once when it has no `req`). */
+  checkContext: (context: unknown) => void,
 ): TOptions {
+  // A misspelt `context` would leave every WebSocket client without its request, sharing one budget: refused.
+  if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
+  checkOptionKeys(OWNER, options, GRAPHQL_WS_OPTIONS)
   const schemaOption = options.schema as SchemaOption
   if (schemaOption instanceof GraphQLSchema) engine.schemaChanged(schemaOption)
   const ownOnSubscribe = options.onSubscribe as OnSubscribe | undefined
@@ -114,6 +147,7 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
   }
 
   const admittedExecute = async (args: ExecutionArgs) => {
+    checkContext(args.contextValue)
     let refusal: ExecutionResult | undefined
     const admission = await engine.admit(args, undefined, (result) => {
       refusal = result
@@ -125,6 +159,7 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
   }
 
   const admittedSubscribe = async (args: ExecutionArgs) => {
+    checkContext(args.contextValue)
     let refusal: ExecutionResult | undefined
     const stop = (result: ExecutionResult) => {
       refusal = result

@@ -27,6 +27,11 @@ export interface TollboothApolloPlugin<TContext extends BaseContext = BaseContex
   graphqlWs<TOptions extends GraphqlWsServerOptions>(options: TOptions): TOptions
 }
 
+/** Where the plugin's warning goes: Apollo's logger has this method, and so has `console`. */
+interface WarningLogger {
+  warn(message: string): void
+}
+
 /** One HTTP request as Apollo runs it: its operations (several in a batch) share this. */
 interface ApolloRequest {
   readonly state: RequestState
@@ -61,6 +66,18 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
    */
   const passedParseGuards = new WeakSet<DocumentNode>()
   let warnedNoRequest = options.identify !== undefined
+  /** Apollo's logger, once the server starts; graphql-ws operations may come before. */
+  let logger: WarningLogger = console
+  /** Warns once when the default identity (the client's address) meets a context without the Node request. */
+  const checkContext = (context: unknown, log: WarningLogger = logger) => {
+    if (warnedNoRequest || hasNodeRequest((context ?? {}) as GraphQLContext)) return
+    warnedNoRequest = true
+    log.warn(
+      'tollbooth: the GraphQL context has no `req`: every caller shares the budget of one unknown client. ' +
+        'Pass the Node request in the context (HTTP: `context: async ({ req }) => ({ req })`; graphql-ws: ' +
+        '`context: (ctx) => ({ req: ctx.extra.request })`) or give `identify`.',
+    )
+  }
 
   /** The structural rules' errors for a document, once per document object (Apollo caches parsed documents). */
   const checkRules = (schema: GraphQLSchema, document: DocumentNode): void => {
@@ -89,7 +106,8 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
   }
 
   return {
-    async serverWillStart({ schema }) {
+    async serverWillStart({ schema, logger: serverLogger }) {
+      logger = serverLogger
       // `server.start()` rejects with this error for a schema the options do not fit, rather than answering 500 to
       // every request. (Thrown from `schemaDidLoadOrUpdate`, it would reach `start()` wrapped in a plain Error.)
       renamedErrors(() => engine.schemaChanged(schema))
@@ -104,13 +122,7 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
     async requestDidStart(requestContext): Promise<GraphQLRequestListener<TContext>> {
       const request = requestOf(requestContext)
       const ordinal = request.operations
-      if (!warnedNoRequest && !hasNodeRequest(requestContext.contextValue as GraphQLContext)) {
-        warnedNoRequest = true
-        requestContext.logger.warn(
-          'tollbooth: the GraphQL context has no `req`: every caller shares the budget of one unknown client. ' +
-            'Pass the Node request in the context (`context: async ({ req }) => ({ req })`) or give `identify`.',
-        )
-      }
+      checkContext(requestContext.contextValue, requestContext.logger)
       let admission: Admission | undefined
       /**
        * A parse-time guard's refusal. Apollo answers 500 to an error thrown before it has parsed and validated, so
@@ -118,6 +130,8 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
        * error if parsing or validation fails first.
        */
       let sourceRefusal: GraphQLError | undefined
+      /** Whether `sourceRefusal` was thrown from `didResolveOperation` (the text parsed and validated). */
+      let refusalThrown = false
       /** Whether Apollo parsed the text for this request (it did not if its cache held the document). */
       let parsed = false
       const guard = (check: () => void) => {
@@ -159,7 +173,11 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
             if (!parsed) guard(() => engine.checkBeforeParse(source))
             if (sourceRefusal === undefined) passedParseGuards.add(document)
           }
-          if (sourceRefusal !== undefined) throw apolloError(sourceRefusal)
+          if (sourceRefusal !== undefined) {
+            // Apollo answers it, through the application's `formatError`: nothing to replace in willSendResponse.
+            refusalThrown = true
+            throw apolloError(sourceRefusal)
+          }
           checkRules(schema, document)
         },
 
@@ -195,7 +213,7 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
 
         async willSendResponse({ response }) {
           if (sourceRefusal !== undefined) {
-            answerWith(response, sourceRefusal)
+            if (!refusalThrown) answerWith(response, sourceRefusal)
             return
           }
           if (admission !== undefined && response.body.kind === 'single') {
@@ -217,7 +235,8 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
       }
     },
 
-    graphqlWs: (serverOptions) => graphqlWsOptions(engine, serverOptions),
+    graphqlWs: (serverOptions) =>
+      renamedErrors(() => graphqlWsOptions(engine, serverOptions, (context) => checkContext(context))),
   }
 }
 
@@ -225,13 +244,10 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
 const REFUSED_TEXT_STAND_IN = '{ __typename }'
 
 /**
- * Answers a parse-time refusal, unless the response already does (thrown from `didResolveOperation`, Apollo has
- * formatted it): a document that failed to parse or validate first gets the refusal instead of Apollo's error.
+ * Answers a parse-time refusal for a document that failed to parse or validate before the refusal could be thrown:
+ * the refusal, not Apollo's error about the text it was swapped for or that the guard refused.
  */
 function answerWith(response: GraphQLResponse, refusal: GraphQLError): void {
-  const { body } = response
-  const code = refusal.extensions.code
-  if (body.kind === 'single' && body.singleResult.errors?.[0]?.extensions?.code === code) return
   const head: HTTPGraphQLHead = { headers: new HeaderMap() }
   response.body = { kind: 'single', singleResult: apolloRefusal({ errors: [refusal] }, head) }
   response.http.status = head.status

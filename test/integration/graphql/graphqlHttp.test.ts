@@ -1090,6 +1090,16 @@ describe('tollboothApolloPlugin in Apollo Server: what only Apollo has', () => {
     })
     expect(dear.body.extensions?.cost).toEqual({ requestedQueryCost: 30 })
     expect(encountered).toEqual(['MAX_DEPTH_EXCEEDED'])
+
+    // A parse guard's refusal of text that still parses is thrown too: formatted and reported.
+    const long = await server.post({ query: `{ users(first: 1) { id } } ${'#'.repeat(100_000)}` })
+    expect(long.status).toBe(413)
+    expect(long.body.errors?.[0]?.extensions).toMatchObject({ code: 'QUERY_TOO_LARGE', formatted: true })
+    expect(encountered).toEqual(['MAX_DEPTH_EXCEEDED', 'QUERY_TOO_LARGE'])
+    // Text over maxTokens that does not parse: Apollo's syntax error is replaced by the refusal, as tollbooth builds it.
+    const broken = await server.post({ query: `{ ${'a '.repeat(6000)}` })
+    expect(broken.status).toBe(400)
+    expect(broken.body.errors?.[0]?.extensions).toEqual({ code: 'TOO_MANY_TOKENS', limit: 5000 })
     expect(totalCalls(server.calls)).toBe(0)
   })
 

@@ -15,6 +15,16 @@ function codeOf(fn: () => unknown): unknown {
 }
 
 describe('clientIp without trustProxy', () => {
+  it('refuses what is not a request, saying where the request belongs', () => {
+    // A GraphQL context without `req` hands clientIp undefined.
+    expect(codeOf(() => clientIp(undefined as unknown as ClientIpRequest))).toBe(
+      'TOLLBOOTH_ERR_INVALID_ARGUMENT',
+    )
+    expect(() => clientIp(undefined as unknown as ClientIpRequest)).toThrow(
+      /put `req` in your GraphQL context/,
+    )
+  })
+
   it('returns the socket address', () => {
     expect(clientIp(req('203.0.113.7'))).toBe('203.0.113.7')
   })
