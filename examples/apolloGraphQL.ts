@@ -27,6 +27,21 @@ export async function createApolloGraphQL({
       context: async ({ req }) => ({ req, user: userOf(req.headers.authorization) }),
     }),
   )
+  // A body over the limit, or one that is not JSON: a GraphQL-shaped error, not Express' HTML page with its stack.
+  app.use(
+    (
+      error: { status?: number; message?: string },
+      _req: express.Request,
+      res: express.Response,
+      _next: express.NextFunction,
+    ) => {
+      const status =
+        typeof error.status === 'number' && error.status >= 400 && error.status < 500 ? error.status : 500
+      res
+        .status(status)
+        .json({ errors: [{ message: status === 500 ? 'Internal server error' : String(error.message) }] })
+    },
+  )
   return {
     path,
     serves: 'Apollo Server: HTTP GET/POST; Apollo Sandbox: open it in a browser',

@@ -76,13 +76,29 @@ export function checkTollboothOptionKeys(options: TollboothGraphQLOptions): void
   checkOptionKeys(OWNER, options, OPTIONS)
   checkOptionKeys(OWNER, options.limits, LIMITS_OPTIONS, 'limits')
   checkOptionKeys(OWNER, options.subscriptions, SUBSCRIPTIONS_OPTIONS, 'subscriptions')
+  refuseNull(options)
+  refuseNull(options.limits, 'limits.')
+  refuseNull(options.subscriptions, 'subscriptions.')
   const { fieldLimits, costs } = options
   if (typeof fieldLimits === 'object' && fieldLimits !== null) {
     for (const [coordinate, config] of Object.entries(fieldLimits)) {
       checkOptionKeys(OWNER, config, FIELD_LIMIT_OPTIONS, `fieldLimits["${coordinate}"]`)
+      refuseNull(config, `fieldLimits["${coordinate}"].`)
     }
   }
   if (typeof costs === 'object' && costs !== null) checkCostMapKeys(costs)
+}
+
+/**
+ * Refuses `null` for any option: a default is had by leaving the option out, and `null` taken for one would turn a
+ * limit off without a word (`fieldLimits: null`, `limits: { maxDepth: null }`).
+ */
+function refuseNull(options: unknown, path = ''): void {
+  if (typeof options !== 'object' || options === null) return
+  for (const [key, value] of Object.entries(options)) {
+    if (value === null)
+      throw invalidOption(OWNER, `${path}${key}`, 'a value (leave it out for the default)', null)
+  }
 }
 
 /** The options with every default applied and every value checked, built once by `useTollbooth`. */

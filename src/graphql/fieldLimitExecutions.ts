@@ -39,7 +39,10 @@ export class FieldLimitExecutions {
     /** The client address of an operation's context. */
     private readonly ipOf: (context: Record<string, unknown>) => string,
     /** The field error of a denied run, or undefined to let it run all the same (dry-run). */
-    private readonly refusal: (denial: FieldLimitDenial) => GraphQLError | undefined,
+    private readonly refusal: (
+      denial: FieldLimitDenial,
+      context: Record<string, unknown>,
+    ) => GraphQLError | undefined,
   ) {}
 
   /** Admission let the operation of `context` through: its runs of limited fields are counted from now on. */
@@ -96,7 +99,8 @@ export class FieldLimitExecutions {
       if (++counted.ran <= counted.paid) return resolve(source, args, context, info)
       return limit.limiter.consume(key).then((decision) => {
         if (!decision.allowed) {
-          const error = this.refusal({ coordinate: limit.coordinate, decision, limiter: limit.limiter })
+          const denial = { coordinate: limit.coordinate, decision, limiter: limit.limiter }
+          const error = this.refusal(denial, context as Record<string, unknown>)
           if (error !== undefined) throw error
         }
         return resolve(source, args, context, info)

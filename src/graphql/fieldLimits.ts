@@ -28,6 +28,7 @@ import type { Store } from '../core/stores/store.js'
 import { isOptionsObject, oneOf, positiveInteger } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
 import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../identity/ipKey.js'
+import { normalizeAccount } from '../identity/normalizeAccount.js'
 import { fragmentsOf, readPath } from './documentParts.js'
 import type { FieldLimitExecutions } from './fieldLimitExecutions.js'
 import type { FieldLimitConfig } from './options.js'
@@ -187,6 +188,11 @@ export class FieldLimits {
    */
   validate(schema: GraphQLSchema): void {
     this.limits(schema)
+  }
+
+  /** Whether any field of `schema` is limited (by `fieldLimits` or `@rateLimit`): each reads the client's address. */
+  any(schema: GraphQLSchema): boolean {
+    return this.limits(schema).size > 0
   }
 
   private limits(schema: GraphQLSchema): ReadonlyMap<string, LimitedField> {
@@ -373,9 +379,12 @@ function collect(
   }
 }
 
-/** The same person types their e-mail many ways: `Alice@Example.com ` and `alice@example.com` are one key. */
+/**
+ * The same person types their e-mail many ways: `Alice@Example.com `, `alice@example.com` and the same with a
+ * zero-width space inside are one key (as for the HTTP login guard).
+ */
 function normalize(value: unknown): string {
-  if (typeof value === 'string') return value.normalize('NFKC').trim().toLowerCase()
+  if (typeof value === 'string') return normalizeAccount(value)
   return JSON.stringify(value) ?? ''
 }
 

@@ -7,6 +7,7 @@ import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { RateLimiter } from '../core/rateLimiter.js'
 import { isOptionsObject, orDefault } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
+import { normalizeAccount } from '../identity/normalizeAccount.js'
 import { proceedAfterDelay } from './heldLease.js'
 import { clientGone, type Middleware } from './middleware.js'
 import { mergeRateLimitHeaders, rateLimitHeaders } from './rateLimitHeaders.js'
@@ -262,16 +263,7 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
   return Object.assign(guard, { check, failed, succeeded })
 }
 
-/** The default `normalize`: `' Alice@Example.COM '` and `'ａｌｉｃｅ@example.com'` both count as `alice@example.com`. */
-export function normalizeAccount(account: string): string {
-  // NFKC before trim: it turns full-width and other compatibility spaces into ones trim removes. Invisible
-  // characters (zero-width spaces and joiners, soft hyphens, variation selectors) and control characters go: many
-  // lookups ignore them, and each would otherwise open a fresh budget for the same account.
-  return account.normalize('NFKC').replace(INVISIBLE, '').trim().toLowerCase()
-}
-
-/** Default-ignorable code points and control characters. */
-const INVISIBLE = /[\p{Default_Ignorable_Code_Point}\p{Cc}]/gu
+export { normalizeAccount }
 
 /** JSON keeps the pair unambiguous whatever either part contains. */
 function pair(identity: string, account: string): string {

@@ -682,6 +682,16 @@ describe('GRAPHQL_SERVER=apollo npm start: the same API and protection on Apollo
     }
   })
 
+  it('a body over 100 kB is refused with 413 as a GraphQL error, without a stack', async () => {
+    const response = await fetch(`${example.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: `{ me { name } } #${'x'.repeat(200_000)}` }),
+    })
+    expect(response.status).toBe(413)
+    expect(await response.json()).toEqual({ errors: [{ message: 'request entity too large' }] })
+  })
+
   it('GRAPHQL_SERVER with another value is refused at startup', async () => {
     await expect(startExample({ GRAPHQL_SERVER: 'express' })).rejects.toThrow(
       /GRAPHQL_SERVER must be "yoga" or "apollo", got "express"/,

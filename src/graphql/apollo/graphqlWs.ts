@@ -15,7 +15,7 @@ import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys } from '../../core/knownOptions.js'
 import { isOptionsObject } from '../../core/validate.js'
 import type { AdmissionEngine } from '../engine/admissionEngine.js'
-import { withoutHttp } from '../engine/operationResults.js'
+import { withoutHttp, withoutHttpErrors } from '../engine/operationResults.js'
 import { isAsyncIterable, type SubscriptionHooks } from '../engine/subscriptionAdmission.js'
 import type { ParseFunction } from '../options.js'
 
@@ -86,8 +86,8 @@ type OnSubscribe = (ctx: unknown, id: string, payload: SubscribePayload) => unkn
 export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
   engine: AdmissionEngine,
   options: TOptions,
-  /** Called with each operation's context before admission (the plugin warns once when it has no `req`). */
-  checkContext: (context: unknown) => void,
+  /** Called with each operation's schema and context before admission (the plugin warns once without `req`). */
+  checkContext: (schema: GraphQLSchema, context: unknown) => void,
 ): TOptions {
   // A misspelt `context` would leave every WebSocket client without its request, sharing one budget: refused.
   if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
@@ -146,25 +146,39 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
     return errors.length > 0 ? errors.map(withoutHttp) : { ...args, schema }
   }
 
+  /**
+   * Admission over the WebSocket. What `identify` or `limiter` throw as a GraphQLError (a 401, say) refuses the
+   * operation as a refusal would, rather than closing the socket with 4500.
+   */
+  const admit = async (args: ExecutionArgs, stop: (result: ExecutionResult) => void) => {
+    checkContext(args.schema, args.contextValue)
+    try {
+      return await engine.admit(args, undefined, stop)
+    } catch (error) {
+      if (!(error instanceof GraphQLError)) throw error
+      stop({ errors: [error] })
+      return undefined
+    }
+  }
+
   const admittedExecute = async (args: ExecutionArgs) => {
-    checkContext(args.contextValue)
     let refusal: ExecutionResult | undefined
-    const admission = await engine.admit(args, undefined, (result) => {
+    const admission = await admit(args, (result) => {
       refusal = result
     })
     if (refusal !== undefined) return withoutHttpErrors(refusal)
     const result = await runExecute(args)
     if (admission === undefined || isAsyncIterable(result)) return result
-    return engine.settle(admission, result as ExecutionResult)
+    // A sensitive field run past its limit while the operation ran is a field error built for HTTP.
+    return withoutHttpErrors(engine.settle(admission, result as ExecutionResult))
   }
 
   const admittedSubscribe = async (args: ExecutionArgs) => {
-    checkContext(args.contextValue)
     let refusal: ExecutionResult | undefined
     const stop = (result: ExecutionResult) => {
       refusal = result
     }
-    const admission = await engine.admit(args, undefined, stop)
+    const admission = await admit(args, stop)
     if (refusal !== undefined) return withoutHttpErrors(refusal)
     if (admission === undefined) return runSubscribe(args)
     const subscription = await engine.subscriptions.open(admission, stop)
@@ -181,10 +195,6 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
   }
 
   return { ...options, onSubscribe, execute: admittedExecute, subscribe: admittedSubscribe }
-}
-
-function withoutHttpErrors(result: ExecutionResult): ExecutionResult {
-  return result.errors === undefined ? result : { ...result, errors: result.errors.map(withoutHttp) }
 }
 
 /**
@@ -223,12 +233,12 @@ function chargedEvents(
       let value = step.value
       await hooks.onNext?.({
         setResult(result) {
-          // An event the budget cannot pay is replaced by a refusal made for HTTP (the engine is told Apollo answers
-          // over HTTP): its status and headers are dropped here, as a refusal at subscribe's are.
-          value = withoutHttpErrors(result)
+          value = result
         },
       })
-      return { done: false, value }
+      // An event the budget cannot pay is replaced by a refusal made for HTTP (the engine is told Apollo answers over
+      // HTTP), and a field limit refuses a run with one: their status and headers are dropped here.
+      return { done: false, value: withoutHttpErrors(value) }
     },
     async return(value?: unknown) {
       end()

@@ -65,17 +65,18 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
    * hands back a new object each time: its documents are checked every time.)
    */
   const passedParseGuards = new WeakSet<DocumentNode>()
-  let warnedNoRequest = options.identify !== undefined
+  let warnedNoRequest = false
   /** Apollo's logger, once the server starts; graphql-ws operations may come before. */
   let logger: WarningLogger = console
   /** Warns once when the default identity (the client's address) meets a context without the Node request. */
-  const checkContext = (context: unknown, log: WarningLogger = logger) => {
+  const checkContext = (schema: GraphQLSchema, context: unknown, log: WarningLogger = logger) => {
     if (warnedNoRequest || hasNodeRequest((context ?? {}) as GraphQLContext)) return
+    if (!engine.readsClientAddress(schema)) return
     warnedNoRequest = true
     log.warn(
-      'tollbooth: the GraphQL context has no `req`: every caller shares the budget of one unknown client. ' +
-        'Pass the Node request in the context (HTTP: `context: async ({ req }) => ({ req })`; graphql-ws: ' +
-        '`context: (ctx) => ({ req: ctx.extra.request })`) or give `identify`.',
+      'tollbooth: the GraphQL context has no `req`: every caller counts as one unknown client (for the budget ' +
+        'unless `identify` is given, and for every field limit). Pass the Node request in the context (HTTP: ' +
+        '`context: async ({ req }) => ({ req })`; graphql-ws: `context: (ctx) => ({ req: ctx.extra.request })`).',
     )
   }
 
@@ -122,7 +123,7 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
     async requestDidStart(requestContext): Promise<GraphQLRequestListener<TContext>> {
       const request = requestOf(requestContext)
       const ordinal = request.operations
-      checkContext(requestContext.contextValue, requestContext.logger)
+      checkContext(requestContext.schema, requestContext.contextValue, requestContext.logger)
       let admission: Admission | undefined
       /**
        * A parse-time guard's refusal. Apollo answers 500 to an error thrown before it has parsed and validated, so
@@ -183,19 +184,26 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
 
         async responseForOperation({ schema, document, request: graphqlRequest, contextValue }) {
           let refusal: ExecutionResult | undefined
-          admission = await engine.admit(
-            {
-              schema,
-              document,
-              operationName: graphqlRequest.operationName,
-              variableValues: graphqlRequest.variables,
-              contextValue,
-            },
-            request.state,
-            (result) => {
-              refusal = result
-            },
-          )
+          try {
+            admission = await engine.admit(
+              {
+                schema,
+                document,
+                operationName: graphqlRequest.operationName,
+                variableValues: graphqlRequest.variables,
+                contextValue,
+              },
+              request.state,
+              (result) => {
+                refusal = result
+              },
+            )
+          } catch (error) {
+            // `identify` or `limiter` refusing the caller (a GraphQLError with `extensions.http.status: 401`, say):
+            // its answer, as on Yoga; Apollo would answer anything thrown here with a 500.
+            if (!(error instanceof GraphQLError)) throw error
+            refusal = { errors: [error] }
+          }
           if (refusal === undefined) return null
           const http: HTTPGraphQLHead = { headers: new HeaderMap() }
           // A batch's operations share one status line and one set of headers, which Apollo merges each answer
@@ -211,16 +219,18 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
           for (const error of errors) fitRefusalForApollo(error, !requestContext.requestIsBatched)
         },
 
-        async willSendResponse({ response }) {
+        async willSendResponse({ response, errors }) {
           if (sourceRefusal !== undefined) {
             if (!refusalThrown) answerWith(response, sourceRefusal)
             return
           }
           if (admission !== undefined && response.body.kind === 'single') {
             // Incremental delivery (@defer/@stream) is charged its estimate and not refunded.
+            // Hidden work is judged from the errors as raised (`errors`), not as `formatError` left them.
             response.body.singleResult = engine.settle(
               admission,
               response.body.singleResult as ExecutionResult,
+              errors ?? [],
             ) as typeof response.body.singleResult
           }
           const { rateLimit, rateLimitPolicy } = request.state
@@ -236,7 +246,9 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
     },
 
     graphqlWs: (serverOptions) =>
-      renamedErrors(() => graphqlWsOptions(engine, serverOptions, (context) => checkContext(context))),
+      renamedErrors(() =>
+        graphqlWsOptions(engine, serverOptions, (schema, context) => checkContext(schema, context)),
+      ),
   }
 }
 

@@ -44,6 +44,7 @@ import {
   operationEvent,
   refusedResult,
   withCostExtension,
+  withoutHttp,
 } from './operationResults.js'
 import type { RequestState } from './requestState.js'
 import { SubscriptionAdmission } from './subscriptionAdmission.js'
@@ -116,12 +117,15 @@ export class AdmissionEngine {
   private readonly analyzer: CostAnalyzer
   private readonly fieldLimits: FieldLimits
   private readonly guardedParsers = new WeakMap<object, ParseFunction>()
+  /** Whether `identify` was given (else the identity is the client's address). */
+  private readonly identifiesItself: boolean
 
   constructor(
     options: TollboothGraphQLOptions,
     private readonly server: ServerAdapter,
   ) {
     this.config = resolveConfig(options)
+    this.identifiesItself = options.identify !== undefined
     const { config } = this
     // resolveConfig has refused keys unknown to the options; the analyzer gets its own and refuses any other.
     this.analyzer = new CostAnalyzer(costAnalysisOptions(options))
@@ -133,8 +137,13 @@ export class AdmissionEngine {
       ipKeyOptions: config.ipKeyOptions,
       executions: new FieldLimitExecutions(
         (context) => contextIp(context, config.resolveIp),
-        // In dry-run a run past the limit goes ahead (its decision is still reported to the hooks).
-        (denial) => (config.dryRun ? undefined : fieldRefusal(config, denial)),
+        // In dry-run a run past the limit goes ahead (its decision is still reported to the hooks). Over graphql-ws
+        // the field error goes out as data: without the status and headers meant for an HTTP response.
+        (denial, context) => {
+          if (config.dryRun) return undefined
+          const error = fieldRefusal(config, denial)
+          return server.overHttp(context) ? error : withoutHttp(error)
+        },
       ),
     })
     this.validationRules = validationRules(config)
@@ -150,6 +159,14 @@ export class AdmissionEngine {
   schemaChanged(schema: GraphQLSchema): void {
     this.analyzer.model(schema)
     this.fieldLimits.validate(schema)
+  }
+
+  /**
+   * Whether admission reads the client's address from the context's Node request for operations on `schema`: the
+   * default identity does, and so does every field limit.
+   */
+  readsClientAddress(schema: GraphQLSchema): boolean {
+    return !this.identifiesItself || this.fieldLimits.any(schema)
   }
 
   /** Refuses query text longer than `limits.maxCharacters` (throws the refusal). */
@@ -386,10 +403,18 @@ export class AdmissionEngine {
    * what admission checked against the budget, so an estimate that was too low is reported (`actualQueryCost`
    * above it, the metrics), not billed afterwards.
    */
-  settle(admission: Admission, result: ExecutionResult): ExecutionResult {
+  settle(
+    admission: Admission,
+    result: ExecutionResult,
+    /**
+     * The errors as execution raised them, where the result's are already formatted (Apollo): a `formatError` that
+     * drops an error's `path` must not make work an error hid look refundable.
+     */
+    executionErrors: ExecutionResult['errors'] = result.errors,
+  ): ExecutionResult {
     const { config } = this
     const { cost, decision, limiter, state } = admission
-    const actual = actualCost(admission, result, config.minCost)
+    const actual = actualCost(admission, result.data, executionErrors, config.minCost)
     const refund = charged(decision) ? cost - Math.min(cost, actual) : 0
     if (refund > 0 && limiter.refundNow?.(admission.identity, refund) === undefined) {
       // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
@@ -441,12 +466,17 @@ export class AdmissionEngine {
  * What an executed operation really cost: its response counted in the cost model (above the estimate when that
  * was too low), or the whole estimate when an error hid work that ran (see `hidesWork`); never below `minCost`.
  */
-function actualCost(admission: Admission, result: ExecutionResult, minCost: number): number {
+function actualCost(
+  admission: Admission,
+  data: ExecutionResult['data'],
+  errors: ExecutionResult['errors'],
+  minCost: number,
+): number {
   const { priced, cost } = admission
   // Too large to price (dry-run only): nothing to count against.
   if (priced === undefined) return cost
-  const counted = priced.actual(result.data)
-  return Math.max(hidesWork(result.data, result.errors) ? Math.max(counted, cost) : counted, minCost)
+  const counted = priced.actual(data)
+  return Math.max(hidesWork(data, errors) ? Math.max(counted, cost) : counted, minCost)
 }
 
 function validationRules(config: ResolvedConfig): ValidationRule[] {

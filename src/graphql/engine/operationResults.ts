@@ -31,10 +31,26 @@ export function refusedResult(
     : { errors: [sent] }
 }
 
-/** `error` without its `extensions.http`. */
+/** `error` without its `extensions.http` (the same error when it has none), where it was raised kept. */
 export function withoutHttp(error: GraphQLError): GraphQLError {
+  if (error.extensions.http === undefined) return error
   const { http: _http, ...extensions } = error.extensions
-  return new GraphQLError(error.message, { extensions })
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions,
+  })
+}
+
+/** `result` with no `extensions.http` in its errors: over graphql-ws there is no status line for them. */
+export function withoutHttpErrors(result: ExecutionResult): ExecutionResult {
+  if (result.errors === undefined || !result.errors.some((error) => error.extensions.http !== undefined)) {
+    return result
+  }
+  return { ...result, errors: result.errors.map(withoutHttp) }
 }
 
 /**

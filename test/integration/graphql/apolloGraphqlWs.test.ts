@@ -72,4 +72,55 @@ describe('tollboothApolloPlugin(…).graphqlWs', () => {
     expect(warnings).toEqual([expect.stringContaining('the GraphQL context has no `req`')])
     expect(warnings[0]).toContain('context: (ctx) => ({ req: ctx.extra.request })')
   })
+
+  it('a field limit refusing a run under a list goes out as a field error without `extensions.http`', async () => {
+    const limited = buildSchema(`
+      type Query { accounts: [Account!]! }
+      type Account { id: ID! check: Boolean }
+    `)
+    const root = { accounts: () => [1, 2, 3].map((id) => ({ id, check: () => true })) }
+    const tollbooth = tollboothApolloPlugin({
+      limiter: tokenBucket({ name: 'ws-field', capacity: 100, refillPerSecond: 1 }),
+      fieldLimits: { 'Account.check': { limit: 2, windowMs: 60_000 } },
+    })
+    const apollo = new ApolloServer({ schema: limited, plugins: [tollbooth] })
+    await apollo.start()
+    cleanups.push(() => apollo.stop())
+    const httpServer = createServer()
+    const wss = new WebSocketServer({ server: httpServer })
+    const graphqlWs = useServer(
+      tollbooth.graphqlWs({
+        schema: limited,
+        roots: { query: root },
+        context: (ctx: { extra: { request: unknown } }) => ({ req: ctx.extra.request }),
+      }),
+      wss,
+    )
+    await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve))
+    cleanups.push(async () => {
+      await graphqlWs.dispose()
+      await new Promise((resolve) => httpServer.close(resolve))
+    })
+    const client = createClient({
+      url: `ws://127.0.0.1:${(httpServer.address() as AddressInfo).port}`,
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+    })
+    cleanups.push(() => client.dispose() as Promise<void>)
+    // One occurrence paid at admission, three runs: the second is paid as it runs, the third is past the limit.
+    const result = (await client.iterate({ query: '{ accounts { id check } }' }).next()).value
+    expect(result?.data).toEqual({
+      accounts: [
+        { id: '1', check: true },
+        { id: '2', check: true },
+        { id: '3', check: null },
+      ],
+    })
+    expect(result?.errors).toHaveLength(1)
+    expect(result?.errors?.[0]).toMatchObject({
+      path: ['accounts', 2, 'check'],
+      extensions: { code: 'RATE_LIMITED' },
+    })
+    expect(result?.errors?.[0]?.extensions).not.toHaveProperty('http')
+  })
 })

@@ -18,7 +18,12 @@ import type { RateLimiter } from '../../../src/core/rateLimiter.js'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import { costDirectivesTypeDefs, type TollboothGraphQLOptions } from '../../../src/graphql/index.js'
 import { createPrometheusMetrics } from '../../../src/metrics/index.js'
-import { closeServers, type GraphQLServerDriver, graphqlServerDrivers } from '../../helpers/graphqlServers.js'
+import {
+  closeServers,
+  type GraphQLServerDriver,
+  graphqlServerDrivers,
+  startApollo,
+} from '../../helpers/graphqlServers.js'
 
 const typeDefs = /* GraphQL */ `
   type Item {
@@ -316,5 +321,30 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
       expect(text).toContain('tollbooth_graphql_cost_underestimates_total{operation_type="query"} 1\n')
       expect(text).toMatch(/tollbooth_graphql_actual_cost_sum\{operation_type="query"\} 53\n/)
     })
+  })
+})
+
+describe('Apollo Server with a formatError that drops what it does not know', () => {
+  it('work an error hid is still charged: it is judged from the errors as raised, not as formatError left them', async () => {
+    const limiter = budget(1000)
+    const calls: Record<string, number> = {}
+    const server = await startApollo(
+      { limiter },
+      {
+        served: { schema: createServerSchema(calls), calls },
+        // Apollo's masking recipe: no path, no extensions.
+        formatError: () => ({ message: 'Internal server error' }),
+      },
+    )
+    const reply = await server.post({
+      query:
+        'mutation { login(email: "alice@example.com") { token user { children(first: 20) { id } } } explode }',
+    })
+    expect(reply.body.data).toBeNull()
+    expect(reply.body.errors).toEqual([{ message: 'Internal server error' }])
+    expect(calls).toEqual({ login: 1, children: 1, explode: 1 })
+    // As with Apollo's default formatError (the test above): everything ran, nothing is refunded.
+    expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 42, actualQueryCost: 42 })
+    expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 42)
   })
 })

@@ -13,7 +13,7 @@
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import type { ApolloServerPlugin, BaseContext } from '@apollo/server'
-import { type DocumentNode, parse, print } from 'graphql'
+import { type DocumentNode, GraphQLError, parse, print } from 'graphql'
 import { createSchema, type Plugin } from 'graphql-yoga'
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest'
 import type { TollboothError } from '../../../src/core/errors.js'
@@ -344,6 +344,27 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
       expect(again.body.data?.users).toHaveLength(8)
       expect(again.body.extensions?.cost?.actualQueryCost).toBe(8)
       expect(server.calls.users).toBe(before.users + 1)
+    })
+
+    it('an identify that throws a GraphQLError with an HTTP status refuses with it, running nothing', async () => {
+      const limiter = bucket('unauthenticated', 100, 0.01)
+      const server = await startServer({
+        limiter,
+        identify: () => {
+          throw new GraphQLError('Sign in first.', {
+            extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } },
+          })
+        },
+      })
+      const refused = await server.post({ query: EIGHT_USERS })
+      expect(refused.status).toBe(401)
+      expect(refused.body.errors?.[0]).toMatchObject({
+        message: 'Sign in first.',
+        extensions: { code: 'UNAUTHENTICATED' },
+      })
+      expect(refused.body.errors?.[0]?.extensions?.http).toBeUndefined()
+      expect(totalCalls(server.calls)).toBe(0)
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100)
     })
 
     it('an operation costing more than the bucket can ever hold is refused with 400 and no Retry-After, running nothing', async () => {
@@ -1004,6 +1025,19 @@ describe('tollboothApolloPlugin in Apollo Server: what only Apollo has', () => {
     const withRequest = await startApollo({ limiter: bucket('with-req') })
     expect((await withRequest.post({ query: EIGHT_USERS })).status).toBe(200)
     expect([...warnings(identified), ...warnings(withRequest)]).toEqual([])
+
+    // With `identify` but a field limit, which counts per client address: the warning again.
+    const limitedField = await startApollo(
+      {
+        limiter: bucket('no-req-field-limit'),
+        identify: () => 'tenant:1',
+        fieldLimits: { 'Mutation.login': { limit: 5, windowMs: 60_000 } },
+      },
+      { context: async () => ({}) },
+    )
+    expect((await limitedField.post({ query: EIGHT_USERS })).status).toBe(200)
+    expect(warnings(limitedField)).toHaveLength(1)
+    expect(warnings(limitedField)[0]?.message).toContain('for every field limit')
   })
 
   it('each batch has its own cost sum and its own RateLimit fields, whichever batches run at the same time', async () => {

@@ -240,4 +240,53 @@ describe('AdmissionEngine', () => {
     expect(codeOf(() => engine.checkBatchSize(3))).toBe('BATCH_TOO_LARGE')
     expect(codeOf(() => engine.checkBatchSize(2))).toBe('none')
   })
+
+  it('counts a sensitive field per account however the account is spelt (case, spaces, invisible characters)', async () => {
+    const withLogin = buildSchema(`
+      type Query { hello: String }
+      type Mutation { login(email: String!): Boolean }
+    `)
+    const engine = new AdmissionEngine(
+      {
+        limiter: budget(1000),
+        identify: () => 'caller',
+        fieldLimits: { 'Mutation.login': { limit: 1, windowMs: 60_000, by: ['email'] } },
+      },
+      { overHttp: () => true },
+    )
+    engine.schemaChanged(withLogin)
+    const login = (email: string) =>
+      admit(engine, {
+        schema: withLogin,
+        document: parse('mutation ($email: String!) { login(email: $email) }'),
+        variableValues: { email },
+        contextValue: {},
+      })
+    expect((await login('alice@example.com')).admission).toBeDefined()
+    for (const spelling of [' Alice@Example.COM ', 'al\u200bice@example.com', 'alice\u00ad@example.com']) {
+      const { stopped } = await login(spelling)
+      expect(firstError(stopped).extensions.code).toBe('RATE_LIMITED')
+    }
+    expect((await login('bob@example.com')).admission).toBeDefined()
+  })
+
+  it('refuses null for an option rather than taking it for the default (which could turn a limit off)', () => {
+    const limiter = budget(100)
+    for (const [options, option] of [
+      [{ maxCost: null }, '"maxCost"'],
+      [{ fieldLimits: null }, '"fieldLimits"'],
+      [{ limits: { maxDepth: null } }, '"limits.maxDepth"'],
+      [{ subscriptions: { maxPerIdentity: null } }, '"subscriptions.maxPerIdentity"'],
+      [{ fieldLimits: { 'Mutation.login': { limit: 1, windowMs: 1000, failPolicy: null } } }, 'failPolicy"'],
+    ] as const) {
+      expect(
+        () => new AdmissionEngine({ limiter, ...(options as object) }, { overHttp: () => true }),
+      ).toThrow(
+        expect.objectContaining({
+          code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+          message: expect.stringContaining(option),
+        }),
+      )
+    }
+  })
 })
