@@ -1,48 +1,103 @@
 import {
   type DocumentNode,
   type FieldNode,
-  type FragmentDefinitionNode,
-  type GraphQLAbstractType,
   type GraphQLCompositeType,
   type GraphQLField,
   type GraphQLObjectType,
   getArgumentValues,
   getNamedType,
-  isAbstractType,
   isCompositeType,
-  isInterfaceType,
-  isObjectType,
-  Kind,
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql'
-import { fragmentsOf, isIncluded } from '../documentParts.js'
+import { fragmentsOf } from '../documentParts.js'
 import type { CostModel } from './costModel.js'
 import { type CostSettings, weightedInputCost } from './estimator.js'
+import {
+  type CollectionInput,
+  collectFields,
+  type FieldGroup,
+  type FieldOccurrence,
+} from './fieldCollection.js'
+import { FieldVisitBudget } from './fieldVisits.js'
 
-/** One response key of a selection set, with everything its cost needs worked out in advance. */
-interface PlannedField {
-  readonly responseKey: string
-  /** Added when the key is in the response: weighted arguments, `mutationCost`, or an introspection's flat price. */
+/** What a field adds on an object of one concrete type: `fixed + weight × values it holds` (objects or leaves). */
+interface Price {
+  /** Weighted arguments and `mutationCost`: added when the key is in the response, even with a null value. */
   readonly fixed: number
-  /** What each object (or leaf) of the value weighs; 0 for a flat-priced introspection field. */
+  /** Per object (or leaf) of the value; an empty list counts once. */
   readonly weight: number
-  /** The value's type when it holds objects to walk into; undefined for leaves and flat-priced fields. */
-  readonly objectType: GraphQLCompositeType | undefined
-  /** `objectType` when it is an interface or a union: then each object's concrete type is looked for. */
-  readonly abstractType: GraphQLAbstractType | undefined
-  /** Selection sets of every node with this response key, merged (graphql-js executes them as one field). */
-  readonly subSets: readonly SelectionSetNode[]
-  /** The plan of `subSets` when `objectType` is an object type, found once instead of once per item of a list. */
-  objectPlan?: PlannedSelection
 }
 
-/** The fields of a selection set as planned for one concrete (or unknown abstract) type. */
-interface PlannedSelection {
-  readonly fields: readonly PlannedField[]
-  /** Response keys under which `__typename` was selected (aliases included). */
-  readonly typenameKeys: readonly string[]
+/**
+ * One field of a compiled selection: the value under its response key. Its items are counted once per object,
+ * whatever the number of concrete types it is priced for.
+ */
+interface CountedField {
+  readonly responseKey: string
+  /** The selection of the objects the value holds; undefined for leaves and flat-priced introspection. */
+  readonly child: ChildSelection | undefined
 }
+
+/** The merged sub-selections of a field and the type of its value, compiled when a response first reaches them. */
+interface ChildSelection {
+  readonly sets: readonly SelectionSetNode[]
+  readonly type: GraphQLCompositeType
+  /** Set on first need (present from the start, so that every ChildSelection has one shape). */
+  compiled: CompiledSelection | undefined
+}
+
+/** A field with the prices that apply (several when definitions differ and none is dearest whatever the count). */
+interface PricedField extends CountedField {
+  readonly prices: readonly Price[]
+  /** One price (the usual case), `fixed` and `weight`: the value is then walked once, for its count and objects. */
+  readonly single: boolean
+  readonly fixed: number
+  readonly weight: number
+}
+
+/** A field priced for some concrete types on their own: `slot` indexes `CompiledSelection.typesApart`. */
+interface PricedApart {
+  readonly field: CountedField
+  readonly byType: readonly { readonly slot: number; readonly prices: readonly Price[] }[]
+}
+
+/** A selection set (the merged sets of one field, or the operation's) compiled for a value of one static type. */
+interface CompiledSelection {
+  /** Response keys that hold `__typename` for every type that selects them (aliases included). */
+  readonly typenameKeys: readonly string[]
+  /** The index of each possible type by name, to read `__typename` (only when it can be read). */
+  readonly typeIndex: ReadonlyMap<string, number> | undefined
+  /** Fields priced alike for every possible type: counted whatever the object's concrete type. */
+  readonly common: readonly PricedField[]
+  /** Per possible type, its fields priced apart (applying to some types only, or priced differently per type). */
+  readonly ownByType: readonly (readonly PricedField[])[]
+  /** The same fields, per field, for an object whose concrete type is unknown. */
+  readonly apart: readonly PricedApart[]
+  /** How many possible types have fields priced apart (the slots of `apart`). */
+  readonly typesApart: number
+  /** Nothing to count in an object: its cost is its field's weight alone. */
+  readonly empty: boolean
+  /**
+   * Two of its fields with objects below share a response key (a key that runs differently per type, or that a
+   * deferred fragment selects again): the objects below are counted through more than one selection.
+   */
+  readonly sharesValues: boolean
+}
+
+/** A group of fields as the walk counts it: its prices per possible type, and the selection of its objects. */
+interface PlannedGroup {
+  readonly child: ChildSelection | undefined
+  /** The prices when they are the same for every possible type. */
+  readonly alike: readonly Price[] | undefined
+  /** Otherwise, per possible type it applies to. */
+  readonly byType: readonly (readonly Price[] | undefined)[]
+}
+
+/** Per selection, what each object already counted through it cost (only below a shared response key). */
+type Memo = Map<CompiledSelection, Map<object, number>>
+
+const NO_FIELDS: readonly PricedField[] = []
 
 /**
  * The cost of what a response really holds, in the same model as the estimate: each object returned costs its
@@ -50,15 +105,25 @@ interface PlannedSelection {
  * what was given, root mutation fields `mutationCost`. Nulls cost nothing: work an error nulled is not in the
  * response, and `hidesWork` tells the plugin when to charge it anyway. Used to refund `estimate − actual`.
  *
+ * Fields merge as the estimate merges them (fieldCollection.ts). Each field is priced with the definition of the
+ * object's concrete type, known from `__typename` or from a single possible type, and with the definitions it was
+ * selected on (an interface's), the dearest: a fragment on an interface does not lower the weight of what ran.
+ * When the concrete type is unknown the object costs as its dearest possible type, so a client cannot earn a
+ * refund by leaving `__typename` out; each value below it is still counted once, not once per possible type.
+ *
  * A plan is built once per document, operation and value of the cost variables (the analyzer caches it next to
- * the estimate): the walk of each response then only reads values, skipping every field that cannot cost anything.
+ * the estimate), and compiles each selection once, when a response first reaches it: the walk of each response
+ * then only reads values, skipping every field that cannot cost anything.
  */
 export class ResponsePlan {
-  private readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>
-  private readonly planned = new WeakMap<readonly SelectionSetNode[], Map<string, PlannedSelection>>()
-  private readonly rootType: GraphQLObjectType | null | undefined
-  private readonly rootSets: readonly SelectionSetNode[]
-  private rootPlan: PlannedSelection | undefined
+  /** What the plan did so far: compiled selections, and objects counted (each at most once per selection). */
+  readonly work = { compiledSelections: 0, countedObjects: 0 }
+  private readonly collection: CollectionInput
+  private readonly root: ChildSelection | undefined
+  private readonly compiledByKey = new Map<string, CompiledSelection>()
+  /** Selection sets by a number of their own, to key compiled selections on (node identity, not text). */
+  private readonly setIds = new WeakMap<SelectionSetNode, number>()
+  private lastSetId = 0
 
   constructor(
     private readonly model: CostModel,
@@ -67,203 +132,396 @@ export class ResponsePlan {
     private readonly operation: OperationDefinitionNode,
     private readonly variables: Readonly<Record<string, unknown>>,
   ) {
-    this.fragments = fragmentsOf(document)
-    this.rootType = model.schema.getRootType(operation.operation)
-    this.rootSets = [operation.selectionSet]
+    this.collection = {
+      schema: model.schema,
+      fragments: fragmentsOf(document),
+      variables,
+      // Not bounded again: the estimate walked these merges within maxFieldVisits, and this compiles each of those
+      // a response reaches once.
+      budget: new FieldVisitBudget(Number.POSITIVE_INFINITY),
+    }
+    const rootType = model.schema.getRootType(operation.operation)
+    this.root =
+      rootType == null ? undefined : { sets: [operation.selectionSet], type: rootType, compiled: undefined }
   }
 
   cost(data: unknown): number {
-    if (this.rootType == null || data === null || typeof data !== 'object') return 0
-    // A root type is an object type: its plan is found once, not looked up on every response.
-    this.rootPlan ??= this.plan(this.rootSets, this.rootType)
-    return this.fieldsCost(this.rootPlan, data as Record<string, unknown>)
+    if (this.root === undefined || data === null || typeof data !== 'object') return 0
+    return this.countObject(this.selectionOf(this.root), data as Record<string, unknown>, undefined)
   }
 
-  /** An object whose field's type is an interface or a union: priced as its concrete type when that is known. */
-  private abstractObjectCost(
-    staticType: GraphQLAbstractType,
-    sets: readonly SelectionSetNode[],
-    value: Record<string, unknown>,
+  /** What an object's fields cost (its own weight is its field's). */
+  private countObject(
+    selection: CompiledSelection,
+    object: Record<string, unknown>,
+    memo: Memo | undefined,
   ): number {
-    const concrete = this.typenameOf(staticType, sets, value)
-    if (concrete !== undefined) return this.fieldsCost(this.plan(sets, concrete), value)
-    // Without __typename the concrete type is unknown: price every possible type and keep the highest, as the
-    // estimate does, so a client cannot earn a refund by ordering fragments.
-    let highest = 0
-    for (const possible of this.model.schema.getPossibleTypes(staticType)) {
-      highest = Math.max(highest, this.fieldsCost(this.plan(sets, possible), value))
+    this.work.countedObjects++
+    // Below a key counted through several selections, one object may be reached again through the same selection:
+    // from here down, each is counted once per selection.
+    const below = selection.sharesValues && memo === undefined ? new Map() : memo
+    const total = this.fieldsCost(selection.common, object, below)
+    if (selection.typesApart === 0) return total
+    const concrete = this.concreteTypeOf(selection, object)
+    if (concrete !== undefined) {
+      return total + this.fieldsCost(selection.ownByType[concrete] as readonly PricedField[], object, below)
     }
-    return highest
+    return total + this.dearestTypeCost(selection, object, below)
   }
 
-  private fieldsCost(selection: PlannedSelection, value: Record<string, unknown>): number {
+  private fieldsCost(
+    fields: readonly PricedField[],
+    object: Record<string, unknown>,
+    memo: Memo | undefined,
+  ): number {
     let total = 0
-    for (const field of selection.fields) {
-      const fieldValue = value[field.responseKey]
-      if (fieldValue === undefined) continue
+    for (const field of fields) {
+      const value = object[field.responseKey]
       // A field that ran keeps its fixed part (a mutation that answered null still ran); its null value is free.
-      total += field.fixed + this.valueCost(field, fieldValue)
+      if (value === undefined) continue
+      if (field.single) {
+        total += field.fixed + this.valueCost(field.child, field.weight, value, memo)
+      } else {
+        const values = countValues(value, field.child !== undefined)
+        total += dearest(field.prices, values) + this.valueCost(field.child, 0, value, memo)
+      }
     }
     return total
   }
 
-  private valueCost(field: PlannedField, value: unknown): number {
+  /**
+   * The fields priced apart of an object whose concrete type is unknown, at its dearest possible type. Each value
+   * is counted once and priced for every type it applies to; a type with none of these fields adds nothing.
+   */
+  private dearestTypeCost(
+    selection: CompiledSelection,
+    object: Record<string, unknown>,
+    memo: Memo | undefined,
+  ): number {
+    const ownTotals = new Float64Array(selection.typesApart)
+    for (const { field, byType } of selection.apart) {
+      const value = object[field.responseKey]
+      if (value === undefined) continue
+      const values = countValues(value, field.child !== undefined)
+      const childrenCost = this.valueCost(field.child, 0, value, memo)
+      for (const { slot, prices } of byType) {
+        ownTotals[slot] = (ownTotals[slot] as number) + dearest(prices, values) + childrenCost
+      }
+    }
+    let dearestOwn = 0
+    for (const own of ownTotals) if (own > dearestOwn) dearestOwn = own
+    return dearestOwn
+  }
+
+  /** `weight` for each object (or leaf) the value holds, an empty list counting once, plus what the objects hold. */
+  private valueCost(
+    child: ChildSelection | undefined,
+    weight: number,
+    value: unknown,
+    memo: Memo | undefined,
+  ): number {
     if (value === null) return 0
     if (Array.isArray(value)) {
       // An empty list still ran its resolver: its own weight, as the estimate of a list of size 0.
-      if (value.length === 0) return field.weight
+      if (value.length === 0) return weight
       let sum = 0
-      for (const item of value) sum += this.valueCost(field, item)
+      for (const item of value) sum += this.valueCost(child, weight, item, memo)
       return sum
     }
-    const objectType = field.objectType
-    if (objectType === undefined) return field.weight
+    if (child === undefined) return weight
     if (typeof value !== 'object') return 0
+    const selection = child.compiled ?? this.selectionOf(child)
+    // Objects whose selection counts nothing further (the usual leaves of a list) weigh just their weight.
+    if (selection.empty) return weight
     const object = value as Record<string, unknown>
-    if (field.abstractType !== undefined) {
-      return field.weight + this.abstractObjectCost(field.abstractType, field.subSets, object)
+    return (
+      weight +
+      (memo === undefined
+        ? this.countObject(selection, object, undefined)
+        : this.memoized(selection, object, memo))
+    )
+  }
+
+  private memoized(selection: CompiledSelection, object: Record<string, unknown>, memo: Memo): number {
+    let counted = memo.get(selection)
+    if (counted === undefined) {
+      counted = new Map()
+      memo.set(selection, counted)
     }
-    field.objectPlan ??= this.plan(field.subSets, objectType)
-    // Objects whose selection walks nothing further (the usual leaves of a list) weigh just their weight.
-    if (field.objectPlan.fields.length === 0) return field.weight
-    return field.weight + this.fieldsCost(field.objectPlan, object)
+    let cost = counted.get(object)
+    if (cost === undefined) {
+      cost = this.countObject(selection, object, memo)
+      counted.set(object, cost)
+    }
+    return cost
   }
 
   /**
-   * The object's concrete type, when `__typename` was selected (under any alias) and names one of the abstract
-   * type's possible types. A key that another fragment uses for another field is no `__typename` key (see
-   * `collectInto`): its value could be any string the data holds, a type name included.
+   * The index of the object's concrete type among the possible ones, when `__typename` was selected (under any
+   * alias) and names one of them. A key that another fragment uses for another field is no `__typename` key: its
+   * value could be any string the data holds, a type name included.
    */
-  private typenameOf(
-    abstractType: GraphQLAbstractType,
-    sets: readonly SelectionSetNode[],
-    value: Record<string, unknown>,
-  ): GraphQLObjectType | undefined {
-    const schema = this.model.schema
-    for (const key of this.plan(sets, abstractType).typenameKeys) {
-      const concrete = schema.getType(String(value[key]))
-      if (isObjectType(concrete) && schema.isSubType(abstractType, concrete)) return concrete
+  private concreteTypeOf(selection: CompiledSelection, object: Record<string, unknown>): number | undefined {
+    const typeIndex = selection.typeIndex
+    if (typeIndex === undefined) return undefined
+    for (const key of selection.typenameKeys) {
+      const name = object[key]
+      const index = typeof name === 'string' ? typeIndex.get(name) : undefined
+      if (index !== undefined) return index
     }
     return undefined
   }
 
-  private plan(sets: readonly SelectionSetNode[], runtimeType: GraphQLCompositeType): PlannedSelection {
-    let byType = this.planned.get(sets)
-    if (byType === undefined) {
-      byType = new Map()
-      this.planned.set(sets, byType)
+  /** The compiled selection, shared by every field whose merged sub-selections and type are the same. */
+  private selectionOf(child: ChildSelection): CompiledSelection {
+    if (child.compiled !== undefined) return child.compiled
+    let key = child.type.name
+    for (const set of child.sets) key += `,${this.idOf(set)}`
+    let compiled = this.compiledByKey.get(key)
+    if (compiled === undefined) {
+      compiled = this.compile(child.sets, child.type, child === this.root)
+      this.compiledByKey.set(key, compiled)
     }
-    let selection = byType.get(runtimeType.name)
-    if (selection === undefined) {
-      selection = this.compile(sets, runtimeType)
-      byType.set(runtimeType.name, selection)
-    }
-    return selection
+    child.compiled = compiled
+    return compiled
   }
 
-  private compile(sets: readonly SelectionSetNode[], runtimeType: GraphQLCompositeType): PlannedSelection {
-    const collected = new Map<
-      string,
-      { node: FieldNode; parentType: GraphQLCompositeType; sets: SelectionSetNode[] }
-    >()
-    const seenFragments = new Set<string>()
-    for (const set of sets) this.collectInto(set, runtimeType, runtimeType, collected, seenFragments)
-    const isRoot = sets === this.rootSets
-    const fields: PlannedField[] = []
-    const typenameKeys: string[] = []
-    for (const [responseKey, entry] of collected) {
-      const name = entry.node.name.value
-      if (name === '__typename') {
-        typenameKeys.push(responseKey)
+  private idOf(set: SelectionSetNode): number {
+    let id = this.setIds.get(set)
+    if (id === undefined) {
+      id = ++this.lastSetId
+      this.setIds.set(set, id)
+    }
+    return id
+  }
+
+  private compile(
+    sets: readonly SelectionSetNode[],
+    staticType: GraphQLCompositeType,
+    isRoot: boolean,
+  ): CompiledSelection {
+    this.work.compiledSelections++
+    const { possibleTypes, groups } = collectFields(this.collection, sets, staticType)
+    const typenameCandidates: string[] = []
+    const keysOfOtherFields = new Set<string>()
+    const keysWithObjects = new Set<string>()
+    let sharesValues = false
+    const common: PricedField[] = []
+    const ownByType: PricedField[][] = []
+    const apart: PricedApart[] = []
+    /** Per possible type with fields priced apart, its slot in `apart`. */
+    const slotOf: number[] = []
+    let typesApart = 0
+    for (const group of groups) {
+      const first = group.occurrences[0] as FieldOccurrence
+      const responseKey = first.node.alias?.value ?? first.node.name.value
+      if (first.node.name.value === '__typename') {
+        typenameCandidates.push(responseKey)
         continue
       }
-      if (name === '__schema' || name === '__type') {
-        // Flat-priced when it answered: `weight` carries the price so that a null answer costs nothing.
-        const flat = this.settings.introspectionCost
-        if (flat > 0) {
-          fields.push({
-            responseKey,
-            fixed: 0,
-            weight: flat,
-            objectType: undefined,
-            abstractType: undefined,
-            subSets: [],
-          })
+      keysOfOtherFields.add(responseKey)
+      const planned = this.planGroup(group, possibleTypes, isRoot)
+      if (planned === undefined) continue
+      const field: CountedField = { responseKey, child: planned.child }
+      if (planned.child !== undefined) {
+        sharesValues ||= keysWithObjects.has(responseKey)
+        keysWithObjects.add(responseKey)
+      }
+      if (planned.alike !== undefined) {
+        common.push(pricedField(field, planned.alike))
+        continue
+      }
+      const byType: { slot: number; prices: readonly Price[] }[] = []
+      for (const type of group.types) {
+        const prices = planned.byType[type] as readonly Price[]
+        let slot = slotOf[type]
+        if (slot === undefined) {
+          slot = typesApart++
+          slotOf[type] = slot
         }
-        continue
+        byType.push({ slot, prices })
+        const own = ownByType[type]
+        if (own === undefined) ownByType[type] = [pricedField(field, prices)]
+        else own.push(pricedField(field, prices))
       }
-      const field = fieldOf(entry.parentType, name)
-      if (field === undefined) continue
-      const cost = this.model.field(entry.parentType, field)
-      let fixed = 0
-      if (cost.weightedArguments.length > 0) {
-        fixed += weightedInputCost(
-          cost.weightedArguments,
-          getArgumentValues(field, entry.node, this.variables),
-        )
-      }
-      if (isRoot && this.operation.operation === 'mutation') fixed += this.settings.mutationCost
-      const namedType = getNamedType(field.type)
-      const objectType = isCompositeType(namedType) ? namedType : undefined
-      // A leaf that weighs nothing and adds nothing cannot change the cost: leave it out of the walk.
-      if (objectType === undefined && cost.weight === 0 && fixed === 0) continue
-      const abstractType = objectType !== undefined && isAbstractType(objectType) ? objectType : undefined
-      fields.push({ responseKey, fixed, weight: cost.weight, objectType, abstractType, subSets: entry.sets })
+      apart.push({ field, byType })
     }
-    return { fields, typenameKeys }
-  }
-
-  private collectInto(
-    set: SelectionSetNode,
-    runtimeType: GraphQLCompositeType,
-    contextType: GraphQLCompositeType,
-    into: Map<string, { node: FieldNode; parentType: GraphQLCompositeType; sets: SelectionSetNode[] }>,
-    seenFragments: Set<string>,
-  ): void {
-    for (const selection of set.selections) {
-      if (!isIncluded(selection, this.variables)) continue
-      if (selection.kind === Kind.FIELD) {
-        const key = selection.alias?.value ?? selection.name.value
-        let entry = into.get(key)
-        if (entry === undefined) {
-          entry = { node: selection, parentType: contextType, sets: [] }
-          into.set(key, entry)
-        } else if (entry.node.name.value === '__typename' && selection.name.value !== '__typename') {
-          // Fragments on different types may put `__typename` and another leaf under one key: the key then holds
-          // data, not a type name, and the other field is the one to price.
-          entry.node = selection
-          entry.parentType = contextType
-        }
-        if (selection.selectionSet !== undefined) entry.sets.push(selection.selectionSet)
-        continue
-      }
-      const fragment =
-        selection.kind === Kind.INLINE_FRAGMENT ? selection : this.fragments.get(selection.name.value)
-      if (fragment === undefined) continue
-      if (selection.kind === Kind.FRAGMENT_SPREAD) {
-        if (seenFragments.has(selection.name.value)) continue
-        seenFragments.add(selection.name.value)
-      }
-      const condition = fragment.typeCondition
-        ? this.model.schema.getType(fragment.typeCondition.name.value)
-        : contextType
-      if (!isCompositeType(condition) || !this.applies(condition, runtimeType)) continue
-      this.collectInto(fragment.selectionSet, runtimeType, condition, into, seenFragments)
+    const typenameKeys = typenameCandidates.filter((key) => !keysOfOtherFields.has(key))
+    return {
+      typenameKeys,
+      // Read only to choose among the fields priced apart.
+      typeIndex:
+        typesApart === 0 || typenameKeys.length === 0
+          ? undefined
+          : new Map(possibleTypes.map((type, index) => [type.name, index])),
+      common,
+      ownByType: typesApart === 0 ? [] : possibleTypes.map((_, type) => ownByType[type] ?? NO_FIELDS),
+      apart,
+      typesApart,
+      empty: common.length === 0 && apart.length === 0,
+      sharesValues,
     }
   }
 
-  /** Whether a fragment on `condition` can apply to an object of `runtimeType` (unknown concrete: any overlap). */
-  private applies(condition: GraphQLCompositeType, runtimeType: GraphQLCompositeType): boolean {
-    if (condition === runtimeType) return true
-    const schema = this.model.schema
-    if (isObjectType(runtimeType))
-      return isAbstractType(condition) && schema.isSubType(condition, runtimeType)
-    if (isObjectType(condition)) return schema.isSubType(runtimeType, condition)
-    return true
+  /**
+   * The prices of one group for the possible types it applies to, and the selection of its value. Undefined when it
+   * cannot cost anything: a weightless leaf without weighted arguments, a field the schema does not know.
+   */
+  private planGroup(
+    group: FieldGroup,
+    possibleTypes: readonly GraphQLObjectType[],
+    isRoot: boolean,
+  ): PlannedGroup | undefined {
+    const first = group.occurrences[0] as FieldOccurrence
+    const name = first.node.name.value
+    const everyType = group.types.length === possibleTypes.length
+    if (name === '__schema' || name === '__type') {
+      // Flat-priced when it answered: the price is its weight, so that a null answer costs nothing.
+      const flat = this.settings.introspectionCost
+      if (flat === 0) return undefined
+      const prices = [{ fixed: 0, weight: flat }]
+      return { child: undefined, ...alikeOrByType(everyType, group.types, () => prices) }
+    }
+    const field = fieldOf(first.context, name)
+    if (field === undefined) return undefined
+    const mutationCost = isRoot && this.operation.operation === 'mutation' ? this.settings.mutationCost : 0
+    // The definitions the field was selected on (an interface's among them) count for every type it runs on.
+    const selectedOn: GraphQLField<unknown, unknown>[] = []
+    const selectedOnPrices: Price[] = []
+    for (const occurrence of group.occurrences) {
+      const definition = fieldOf(occurrence.context, name)
+      if (definition === undefined || selectedOn.includes(definition)) continue
+      selectedOn.push(definition)
+      selectedOnPrices.push(this.definitionPrice(occurrence.context, definition, first.node, mutationCost))
+    }
+    const selected = undominated(selectedOnPrices)
+    let weighs = false
+    const pricesOf = (type: number): readonly Price[] => {
+      const parentType = possibleTypes[type] as GraphQLObjectType
+      const own = parentType.getFields()[name]
+      const prices =
+        own === undefined || selectedOn.includes(own)
+          ? selected
+          : undominated([...selected, this.definitionPrice(parentType, own, first.node, mutationCost)])
+      weighs ||= prices.some((price) => price.fixed > 0 || price.weight > 0)
+      return prices
+    }
+    const priced = alikeOrByType(everyType, group.types, pricesOf)
+    const namedType = compositeTypeOf(field)
+    if (namedType === undefined) return weighs ? { child: undefined, ...priced } : undefined
+    const sets: SelectionSetNode[] = []
+    for (const occurrence of group.occurrences) {
+      if (occurrence.node.selectionSet !== undefined) sets.push(occurrence.node.selectionSet)
+    }
+    return { child: { sets, type: namedType, compiled: undefined }, ...priced }
+  }
+
+  private definitionPrice(
+    parentType: GraphQLCompositeType,
+    definition: GraphQLField<unknown, unknown>,
+    node: FieldNode,
+    mutationCost: number,
+  ): Price {
+    const cost = this.model.field(parentType, definition)
+    let fixed = mutationCost
+    if (cost.weightedArguments.length > 0) {
+      fixed += weightedInputCost(cost.weightedArguments, getArgumentValues(definition, node, this.variables))
+    }
+    return { fixed, weight: cost.weight }
   }
 }
 
+function pricedField(field: CountedField, prices: readonly Price[]): PricedField {
+  const single = prices.length === 1 ? (prices[0] as Price) : undefined
+  return {
+    responseKey: field.responseKey,
+    child: field.child,
+    prices,
+    single: single !== undefined,
+    fixed: single?.fixed ?? 0,
+    weight: single?.weight ?? 0,
+  }
+}
+
+/** The number of values a field's value holds: objects (or leaves) at any list depth, an empty list counting once. */
+function countValues(value: unknown, holdsObjects: boolean): number {
+  if (value === null) return 0
+  if (!Array.isArray(value)) return !holdsObjects || typeof value === 'object' ? 1 : 0
+  // An empty list still ran its resolver: its own weight, as the estimate of a list of size 0.
+  if (value.length === 0) return 1
+  let count = 0
+  for (const item of value) count += countValues(item, holdsObjects)
+  return count
+}
+
+/** The dearest of a field's prices for this many values. */
+function dearest(prices: readonly Price[], values: number): number {
+  let highest = 0
+  for (const price of prices) {
+    const cost = price.fixed + price.weight * values
+    if (cost > highest) highest = cost
+  }
+  return highest
+}
+
+/** The prices that can be the dearest for some count: the others are at most one of them whatever the count. */
+function undominated(prices: readonly Price[]): readonly Price[] {
+  if (prices.length <= 1) return prices
+  const kept: Price[] = []
+  prices.forEach((price, index) => {
+    const dominated = prices.some(
+      (other, otherIndex) =>
+        otherIndex !== index &&
+        other.fixed >= price.fixed &&
+        other.weight >= price.weight &&
+        // Of equal prices, the first is kept.
+        (other.fixed > price.fixed || other.weight > price.weight || otherIndex < index),
+    )
+    if (!dominated) kept.push(price)
+  })
+  return kept
+}
+
+/**
+ * A group's prices for the types it applies to: `alike` when it applies to every possible type at the same prices
+ * (counted whatever the concrete type), else `byType`, indexed by possible type.
+ */
+function alikeOrByType(
+  everyType: boolean,
+  types: readonly number[],
+  pricesOf: (type: number) => readonly Price[],
+): Pick<PlannedGroup, 'alike' | 'byType'> {
+  const byType: (readonly Price[] | undefined)[] = []
+  let alike: readonly Price[] | undefined
+  for (const type of types) {
+    const prices = pricesOf(type)
+    byType[type] = prices
+    if (type === types[0]) alike = prices
+    else if (alike !== undefined && !samePrices(alike, prices)) alike = undefined
+  }
+  return everyType && alike !== undefined ? { alike, byType: [] } : { alike: undefined, byType }
+}
+
+function samePrices(a: readonly Price[], b: readonly Price[]): boolean {
+  if (a === b) return true
+  if (a.length !== b.length) return false
+  return a.every((price, index) => price.fixed === b[index]?.fixed && price.weight === b[index]?.weight)
+}
+
 function fieldOf(type: GraphQLCompositeType, name: string): GraphQLField<unknown, unknown> | undefined {
-  if (isObjectType(type) || isInterfaceType(type)) return type.getFields()[name]
-  return undefined
+  // A union has no fields of its own (`__typename` aside).
+  return 'getFields' in type ? type.getFields()[name] : undefined
+}
+
+/** Per field definition, the object, interface or union type it returns (null for leaves), found once. */
+const compositeTypes = new WeakMap<GraphQLField<unknown, unknown>, GraphQLCompositeType | null>()
+
+function compositeTypeOf(field: GraphQLField<unknown, unknown>): GraphQLCompositeType | undefined {
+  let type = compositeTypes.get(field)
+  if (type === undefined) {
+    const named = getNamedType(field.type)
+    type = isCompositeType(named) ? named : null
+    compositeTypes.set(field, type)
+  }
+  return type ?? undefined
 }

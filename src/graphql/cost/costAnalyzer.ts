@@ -110,9 +110,9 @@ function keep(slot: CacheSlot, computed: VariablesEntry): void {
 
 /**
  * Prices operations in the cost-directive model, over the fields as graphql-js executes them (one response key
- * under one parent is one field), and counts what responses really cost. Estimates are cached per document and
- * per value of the variables that matter (slicing and weighted arguments, `@skip`/`@include`), so a persisted
- * query costs one map lookup.
+ * under one parent is one field; a `@defer`red fragment is one more selection), and counts what responses really
+ * cost. Estimates are cached per document and per value of the variables that matter (slicing and weighted
+ * arguments, `@skip`/`@include`/`@defer`), so a persisted query costs one map lookup.
  */
 export class CostAnalyzer {
   readonly settings: CostSettings

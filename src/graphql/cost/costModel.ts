@@ -2,6 +2,7 @@ import {
   type GraphQLArgument,
   type GraphQLField,
   type GraphQLInputField,
+  type GraphQLInputObjectType,
   type GraphQLInputType,
   type GraphQLNamedType,
   type GraphQLSchema,
@@ -75,10 +76,12 @@ export interface ResolvedListSize {
 export interface WeightedInput {
   readonly name: string
   readonly weight: number
+  /** Under a recursive input type, a list above this one again: walk it along a value, never on its own. */
   readonly children: readonly WeightedInput[]
 }
 
 const OWNER = 'useTollbooth'
+const NO_WEIGHTED_INPUTS: readonly WeightedInput[] = Object.freeze([])
 
 /**
  * The cost-directive model for one schema: reads `@cost` / `@listSize` from SDL, `extensions` and the options'
@@ -88,6 +91,7 @@ export class CostModel {
   private readonly fields = new WeakMap<GraphQLField<unknown, unknown>, FieldCost>()
   private readonly typeWeights = new Map<string, number | undefined>()
   private readonly inputWeights = new Map<string, readonly WeightedInput[]>()
+  private readonly inputTypesHoldingWeights = new Map<string, boolean>()
 
   constructor(
     readonly schema: GraphQLSchema,
@@ -186,30 +190,65 @@ export class CostModel {
     return { name: arg.name, weight, children }
   }
 
-  /** Weighted fields of an input object type (recursively; a type already being compiled counts as none). */
+  /**
+   * Weighted fields of an input object type, and the fields whose input type holds weighted fields further down.
+   * A recursive input type (`input Filter { and: [Filter!] }`) refers to its own list: the cost of an argument is
+   * then the walk of the value the client gave, as deep as that value goes (weightedInputCost).
+   */
   private inputObjectWeights(type: GraphQLNamedType): readonly WeightedInput[] {
-    if (!isInputObjectType(type)) return []
+    if (!isInputObjectType(type)) return NO_WEIGHTED_INPUTS
     const known = this.inputWeights.get(type.name)
     if (known !== undefined) return known
-    this.inputWeights.set(type.name, []) // recursive input types: the inner occurrence adds nothing more
-    const result: WeightedInput[] = []
-    for (const inputField of Object.values(type.getFields())) {
-      const input = this.weightedInputField(type.name, inputField)
-      if (input !== undefined) result.push(input)
+    if (!this.holdsWeights(type)) {
+      this.inputWeights.set(type.name, NO_WEIGHTED_INPUTS)
+      return NO_WEIGHTED_INPUTS
     }
+    // Registered before it is filled: a field of this type (or of a type below it) that refers back to it gets
+    // this very list.
+    const result: WeightedInput[] = []
     this.inputWeights.set(type.name, result)
+    for (const inputField of Object.values(type.getFields())) {
+      const weight = this.inputFieldWeight(type.name, inputField)
+      const fieldType = getNamedType(inputField.type)
+      if (weight === 0 && !this.holdsWeights(fieldType)) continue
+      result.push({ name: inputField.name, weight, children: this.inputObjectWeights(fieldType) })
+    }
     return result
   }
 
-  private weightedInputField(typeName: string, inputField: GraphQLInputField): WeightedInput | undefined {
-    const weight =
+  /** Whether some input field with a weight can be reached from `type` (an input object type) through its fields. */
+  private holdsWeights(type: GraphQLNamedType): boolean {
+    if (!isInputObjectType(type)) return false
+    const known = this.inputTypesHoldingWeights.get(type.name)
+    if (known !== undefined) return known
+    const reached = new Set<string>([type.name])
+    const pending = [type]
+    let holds = false
+    while (!holds && pending.length > 0) {
+      const current = pending.pop() as GraphQLInputObjectType
+      for (const inputField of Object.values(current.getFields())) {
+        if (this.inputFieldWeight(current.name, inputField) > 0) {
+          holds = true
+          break
+        }
+        const fieldType = getNamedType(inputField.type)
+        if (isInputObjectType(fieldType) && !reached.has(fieldType.name)) {
+          reached.add(fieldType.name)
+          pending.push(fieldType)
+        }
+      }
+    }
+    this.inputTypesHoldingWeights.set(type.name, holds)
+    return holds
+  }
+
+  private inputFieldWeight(typeName: string, inputField: GraphQLInputField): number {
+    return (
       this.costMap[`${typeName}.${inputField.name}`]?.weight ??
       extensionWeight(inputField.extensions) ??
       this.directiveWeight(inputField.astNode, undefined) ??
       0
-    const children = this.inputObjectWeights(getNamedType(inputField.type))
-    if (weight === 0 && children.length === 0) return undefined
-    return { name: inputField.name, weight, children }
+    )
   }
 
   private directiveWeight(

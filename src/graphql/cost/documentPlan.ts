@@ -36,8 +36,8 @@ export interface Sizing {
  * What the cost of a document depends on, found once per document (no variables needed):
  * - which child field nodes are sized by a parent's `sizedFields` (the estimate of `edges` reads the size from its
  *   parent's arguments, found here);
- * - which variables can change the cost (slicing and weighted arguments, `@skip`/`@include`), so the cost cache
- *   keys on those variables only.
+ * - which variables can change the cost (slicing and weighted arguments, `@skip`/`@include`/`@defer`), so the
+ *   cost cache keys on those variables only.
  */
 export interface DocumentPlan {
   /** The document's fragment definitions by name. */
@@ -45,6 +45,9 @@ export interface DocumentPlan {
   readonly sizing: ReadonlyMap<FieldNode, Sizing>
   readonly costVariables: readonly string[]
 }
+
+/** Directives whose variables can change what runs, and so the cost. */
+const COST_DIRECTIVES = new Set(['skip', 'include', 'defer'])
 
 export function planDocument(model: CostModel, document: DocumentNode): DocumentPlan {
   const fragments = fragmentsOf(document)
@@ -57,7 +60,8 @@ export function planDocument(model: CostModel, document: DocumentNode): Document
     document,
     visitWithTypeInfo(typeInfo, {
       Directive(node) {
-        if (node.name.value === 'skip' || node.name.value === 'include') collectVariables(node, costVariables)
+        // `@defer(if:)` decides whether a fragment merges or is priced again on its own.
+        if (COST_DIRECTIVES.has(node.name.value)) collectVariables(node, costVariables)
       },
       Field(node) {
         const field = typeInfo.getFieldDef()

@@ -321,7 +321,10 @@ function listDepth(type: GraphQLType): number {
   }
 }
 
-/** Weights of the arguments and input fields the client provided (each list item of an input list counts). */
+/**
+ * Weights of the arguments and input fields the client provided (each list item of an input list counts). The walk
+ * follows the value, so a recursive input type is priced as deep as the given value nests, no deeper.
+ */
 export function weightedInputCost(inputs: readonly WeightedInput[], values: unknown): number {
   if (inputs.length === 0 || values === null || typeof values !== 'object') return 0
   if (Array.isArray(values)) {

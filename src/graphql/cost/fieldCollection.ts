@@ -1,16 +1,17 @@
 import {
   type FieldNode,
   type FragmentDefinitionNode,
+  type GraphQLAbstractType,
   type GraphQLCompositeType,
   type GraphQLObjectType,
   type GraphQLSchema,
-  isAbstractType,
   isCompositeType,
   isObjectType,
   Kind,
   type SelectionSetNode,
 } from 'graphql'
 import { isIncluded } from '../documentParts.js'
+import { isDeferred } from './deferDirective.js'
 import type { FieldVisitBudget } from './fieldVisits.js'
 
 /**
@@ -19,6 +20,10 @@ import type { FieldVisitBudget } from './fieldVisits.js'
  * Fragments and inline fragments only apply to the types their condition allows, and a fragment is collected once
  * per type however often it is spread, so the merge is worked out per concrete type: `... on A { f { x } }` and
  * `... on Iface { f { y } }` are one field `f { x y }` for an A, and `f { y }` for the other implementations.
+ *
+ * A fragment spread or inline fragment with `@defer` (not `if: false`) is the exception, as executors that defer
+ * run it: its fields are collected on their own, merged with neither the fields around it nor another deferred
+ * fragment, and a deferred spread of a fragment already collected is collected again.
  */
 
 /** Indices into the possible types of the selection being collected, ascending. */
@@ -45,7 +50,10 @@ export interface FieldGroup {
 export interface CollectedFields {
   /** The object types a value of the selection's type can have (the type itself when it is an object type). */
   readonly possibleTypes: readonly GraphQLObjectType[]
-  /** In the order of their first occurrence; one response key may give several groups under an abstract type. */
+  /**
+   * In the order of their first occurrence, each deferred fragment's after the others. One response key may give
+   * several groups under an abstract type, and one more per deferred fragment that selects it.
+   */
   readonly groups: readonly FieldGroup[]
 }
 
@@ -72,6 +80,8 @@ interface Collection {
   readonly byKey: Map<string, MutableGroup>
   /** Per fragment, the types it was already collected for. */
   readonly visitedFragments: Map<string, TypeSet>
+  /** The deferred fragments of the selection, nested ones included, each collected on its own (one shared list). */
+  readonly patches: Collection[]
 }
 
 const NO_TYPES: TypeSet = []
@@ -96,22 +106,26 @@ export function collectFields(
   sets: readonly SelectionSetNode[],
   staticType: GraphQLCompositeType,
 ): CollectedFields {
-  const possibleTypes = isAbstractType(staticType)
-    ? input.schema.getPossibleTypes(staticType)
-    : [staticType as GraphQLObjectType]
+  // Asked as isObjectType: graphql's type predicates are slow when they answer false, and objects are the usual case.
+  const possibleTypes = isObjectType(staticType)
+    ? [staticType]
+    : input.schema.getPossibleTypes(staticType as GraphQLAbstractType)
   const collection: Collection = {
     input,
     staticType,
     possibleTypes,
     byKey: new Map(),
     visitedFragments: new Map(),
+    patches: [],
   }
   const types = allTypes(possibleTypes.length)
   if (types.length > 0) for (const set of sets) collect(collection, set, staticType, types)
   const groups: FieldGroup[] = []
-  for (const group of collection.byKey.values()) {
-    if (group.mixed) groups.push(...splitByType(group))
-    else groups.push(group)
+  for (const part of [collection, ...collection.patches]) {
+    for (const group of part.byKey.values()) {
+      if (group.mixed) groups.push(...splitByType(group))
+      else groups.push(group)
+    }
   }
   return { possibleTypes, groups }
 }
@@ -133,22 +147,52 @@ function collect(
         selection.typeCondition === undefined ? context : schema.getType(selection.typeCondition.name.value)
       if (!isCompositeType(condition)) continue
       const applying = narrow(collection, types, condition)
-      if (applying.length > 0) collect(collection, selection.selectionSet, condition, applying)
+      if (applying.length > 0) {
+        const deferred = isDeferred(selection, variables)
+        collectFragment(collection, selection.selectionSet, condition, applying, deferred)
+      }
     } else {
-      // Spread again for a type it was collected for, a fragment adds nothing (graphql-js skips it).
+      // Spread again for a type it was collected for, a fragment adds nothing (graphql-js skips it), unless the
+      // spread is deferred: executors that defer run it again, as a patch of its own.
       const name = selection.name.value
+      const deferred = isDeferred(selection, variables)
       const visited = collection.visitedFragments.get(name)
-      const fresh = visited === undefined ? types : without(types, visited)
+      const fresh = deferred || visited === undefined ? types : without(types, visited)
       if (fresh.length === 0) continue
-      collection.visitedFragments.set(name, visited === undefined ? fresh : union(visited, fresh))
+      if (!deferred) {
+        collection.visitedFragments.set(name, visited === undefined ? fresh : union(visited, fresh))
+      }
       const fragment = fragments.get(name)
       if (fragment === undefined) continue
       const condition = schema.getType(fragment.typeCondition.name.value)
       if (!isCompositeType(condition)) continue
       const applying = narrow(collection, fresh, condition)
-      if (applying.length > 0) collect(collection, fragment.selectionSet, condition, applying)
+      if (applying.length > 0) {
+        collectFragment(collection, fragment.selectionSet, condition, applying, deferred)
+      }
     }
   }
+}
+
+/**
+ * The fields of a fragment: merged with the fields around it, or, when it is deferred, collected on their own as
+ * the executor runs them (a deferred fragment's fields merge with each other only; the fragments it spreads are
+ * visited for the whole selection, as the executor shares that record).
+ */
+function collectFragment(
+  collection: Collection,
+  set: SelectionSetNode,
+  condition: GraphQLCompositeType,
+  types: TypeSet,
+  deferred: boolean,
+): void {
+  if (!deferred) {
+    collect(collection, set, condition, types)
+    return
+  }
+  const patch: Collection = { ...collection, byKey: new Map() }
+  collection.patches.push(patch)
+  collect(patch, set, condition, types)
 }
 
 function addOccurrence(collection: Collection, occurrence: FieldOccurrence): void {
