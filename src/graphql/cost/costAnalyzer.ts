@@ -307,5 +307,11 @@ function costCacheKey(
     key += `\u0000${typeof value === 'number' ? value : (JSON.stringify(value) ?? '')}`
     if (key.length > MAX_CACHE_KEY_LENGTH) return undefined
   }
-  return key
+  // A cursor or an id changes no cost: only whether it is absent, null or given (a null for a non-null argument
+  // cannot be priced), so a page-through of many cursors shares one entry.
+  for (const name of plan.presenceVariables) {
+    const value = raw[name]
+    key += value === undefined ? '\u0001u' : value === null ? '\u0001n' : '\u0001v'
+  }
+  return key.length > MAX_CACHE_KEY_LENGTH ? undefined : key
 }

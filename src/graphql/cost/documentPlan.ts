@@ -37,13 +37,18 @@ export interface Sizing {
  * - which child field nodes are sized by a parent's `sizedFields` (the estimate of `edges` reads the size from its
  *   parent's arguments, found here);
  * - which variables can change the cost (slicing and weighted arguments, `@skip`/`@include`/`@defer`), so the
- *   cost cache keys on those variables only.
+ *   cost cache keys on those variables' values, and on no more than whether each other argument variable is given.
  */
 export interface DocumentPlan {
   /** The document's fragment definitions by name. */
   readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>
   readonly sizing: ReadonlyMap<FieldNode, Sizing>
   readonly costVariables: readonly string[]
+  /**
+   * The other variables given to field arguments: only whether each is null, absent or given keys the cache (a null
+   * or missing value for a non-null argument cannot be priced).
+   */
+  readonly presenceVariables: readonly string[]
 }
 
 /** Directives whose variables can change what runs, and so the cost. */
@@ -55,6 +60,7 @@ export function planDocument(model: CostModel, document: DocumentNode): Document
   /** Sized children that some definition of their parent (an interface's implementation) does not size. */
   const partlySized = new Set<FieldNode>()
   const costVariables = new Set<string>()
+  const argumentVariables = new Set<string>()
   const typeInfo = new TypeInfo(model.schema)
   visit(
     document,
@@ -77,10 +83,11 @@ export function planDocument(model: CostModel, document: DocumentNode): Document
             }
           }
         }
-        if (
-          definitions.some(({ cost }) => cost.listSize !== undefined || cost.weightedArguments.length > 0)
-        ) {
-          for (const argument of node.arguments ?? []) collectVariables(argument, costVariables)
+        // The estimate reads a number from slicing and weighted arguments only; any other argument (a cursor, an
+        // id) changes the estimate only by being null or absent, which can make it unpriceable.
+        const priced = pricedArguments(definitions)
+        for (const argument of node.arguments ?? []) {
+          collectVariables(argument, priced.has(argument.name.value) ? costVariables : argumentVariables)
         }
         if (node.selectionSet === undefined) return
         const children = directChildFields(node.selectionSet, fragments)
@@ -108,7 +115,22 @@ export function planDocument(model: CostModel, document: DocumentNode): Document
       sizing.set(child, { parents, alsoOwnSize: elsewhere.has(child) })
     }
   }
-  return { fragments, sizing, costVariables: [...costVariables].sort() }
+  return {
+    fragments,
+    sizing,
+    costVariables: [...costVariables].sort(),
+    presenceVariables: [...argumentVariables].filter((name) => !costVariables.has(name)).sort(),
+  }
+}
+
+/** The arguments whose values the estimate prices: slicing arguments (their top-level name) and weighted ones. */
+function pricedArguments(definitions: readonly { cost: FieldCost }[]): Set<string> {
+  const names = new Set<string>()
+  for (const { cost } of definitions) {
+    for (const path of cost.listSize?.slicingArguments ?? []) names.add(path[0] as string)
+    for (const input of cost.weightedArguments) names.add(input.name)
+  }
+  return names
 }
 
 /** Every operation's root selection set, merged (the operation executed is one of them). */

@@ -542,6 +542,32 @@ describe('CostAnalyzer: cost cache', () => {
     expect(price).toHaveBeenCalledTimes(65) // still cached
   })
 
+  it('keys the cache on the values of priced arguments only: other variables count only by being given or not', () => {
+    const analyzer = new CostAnalyzer()
+    const price = vi.spyOn(analyzer as unknown as { price: () => number }, 'price')
+    const document = parse(
+      'query($isbn: String, $id: ID, $n: Int) { bookBy(isbn: $isbn, id: $id) { title } books(first: $n) { title } }',
+    )
+    const run = (variables: Record<string, unknown>) => analyzer.estimate({ schema, document, variables })
+    // bookBy: book 1 + isbn 4 when given; books: 3 × 1.
+    for (let i = 0; i < 100; i++) expect(run({ isbn: 'x', id: `book-${i}`, n: 3 })).toBe(8)
+    expect(price).toHaveBeenCalledTimes(1) // a hundred ids, one estimate
+    expect(run({ isbn: null, id: 'book-1', n: 3 })).toBe(4) // the weighted argument's value keys the cache
+    expect(run({ isbn: 'x', n: 3 })).toBe(8) // `id` absent: a key of its own
+    expect(run({ isbn: 'x', id: null, n: 3 })).toBe(8) // `id` null: another
+    expect(price).toHaveBeenCalledTimes(4)
+  })
+
+  it('a null for a non-null argument is refused even after the same document was priced with a value', () => {
+    const analyzer = new CostAnalyzer()
+    const itemSchema = buildSchema('type Query { item(id: ID!): Item } type Item { name: String }')
+    const document = parse('query($id: ID = "i1") { item(id: $id) { name } }')
+    const run = (variables: Record<string, unknown>) =>
+      analyzer.estimate({ schema: itemSchema, document, variables })
+    expect(run({ id: 'x' })).toBe(1)
+    expect(thrown(() => run({ id: null }))).toBeInstanceOf(GraphQLError)
+  })
+
   it('a result without data costs nothing, even when its other variables are invalid', () => {
     const analyzer = new CostAnalyzer()
     const document = parse('query($n: Int, $id: ID!) { book(id: $id) { title } books(first: $n) { title } }')
