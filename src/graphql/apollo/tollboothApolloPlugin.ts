@@ -152,17 +152,9 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
         if (typeof query === 'string') engine.checkLength(query)
       })
       if (sourceRefusal !== undefined) requestContext.request.query = REFUSED_TEXT_STAND_IN
-      return {
-        async didResolveSource({ source }) {
-          // A batch's operations all start before any resolves its source: by now `operations` is the batch's size.
-          // (The length again for text that came from the persisted-query cache.)
-          if (sourceRefusal !== undefined) return
-          guard(() => {
-            engine.checkBatchSize(request.operations)
-            engine.checkLength(source)
-          })
-        },
-
+      // Each hook Apollo awaits costs every request a promise or two: the two below are listened for only when
+      // they have something to do.
+      const listener: GraphQLRequestListener<TContext> = {
         async parsingDidStart({ source }) {
           parsed = true
           if (sourceRefusal === undefined && engine.guardsParse) guard(() => engine.checkBeforeParse(source))
@@ -214,11 +206,6 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
           return { http, body: { kind: 'single', singleResult } }
         },
 
-        async didEncounterErrors({ errors }) {
-          // Called with the errors as raised, before Apollo formats them into the response.
-          for (const error of errors) fitRefusalForApollo(error, !requestContext.requestIsBatched)
-        },
-
         async willSendResponse({ response, errors }) {
           if (sourceRefusal !== undefined) {
             if (!refusalThrown) answerWith(response, sourceRefusal)
@@ -243,6 +230,25 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
           headers.set('ratelimit', rateLimit)
         },
       }
+      if (requestContext.requestIsBatched || query === undefined) {
+        listener.didResolveSource = async ({ source }) => {
+          // A batch's operations all start before any resolves its source: by now `operations` is the batch's size.
+          // (And the length of text that came from the persisted-query cache.)
+          if (sourceRefusal !== undefined) return
+          guard(() => {
+            engine.checkBatchSize(request.operations)
+            engine.checkLength(source)
+          })
+        }
+      }
+      if (engine.limitsFields(requestContext.schema)) {
+        listener.didEncounterErrors = async ({ errors }) => {
+          // A sensitive field run past its limit while the operation ran: its refusal, made fit for Apollo before
+          // Apollo formats the errors into the response.
+          for (const error of errors) fitRefusalForApollo(error, !requestContext.requestIsBatched)
+        }
+      }
+      return listener
     },
 
     graphqlWs: (serverOptions) =>

@@ -169,6 +169,11 @@ export class AdmissionEngine {
     return !this.identifiesItself || this.fieldLimits.any(schema)
   }
 
+  /** Whether any field of `schema` has a limit of its own (`fieldLimits`, `@rateLimit`). */
+  limitsFields(schema: GraphQLSchema): boolean {
+    return this.fieldLimits.any(schema)
+  }
+
   /** Refuses query text longer than `limits.maxCharacters` (throws the refusal). */
   checkLength(source: string): void {
     const { maxCharacters } = this.config
