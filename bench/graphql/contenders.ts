@@ -1,0 +1,96 @@
+/**
+ * The servers bench:graphql compares: their keys, names, and what each is read against. Building them is
+ * bench/graphql/server.ts' job, in a process per server.
+ */
+
+export const CONTENDER_KEYS = [
+  'yogaPlain',
+  'yogaPlainAgain',
+  'yogaMemory',
+  'yogaRedis',
+  'yogaArmor',
+  'apolloPlain',
+  'apolloMemory',
+  'apolloRedis',
+  'apolloArmor',
+  'yogaMemoryNoExtension',
+  'yogaMemoryNoHeaders',
+  'yogaMemoryNoReporting',
+  'yogaBurn',
+  'yogaDeferred',
+] as const
+export type ContenderKey = (typeof CONTENDER_KEYS)[number]
+
+/** CPU a `yogaBurn` server spends per operation, in µs (`--calibrate`). */
+export const BURN_MICROS = 15
+
+export const CONTENDER_NAMES: Record<ContenderKey, string> = {
+  yogaPlain: 'plain Yoga',
+  yogaPlainAgain: 'plain Yoga again (A/A control)',
+  yogaMemory: 'Yoga + tollbooth, MemoryStore',
+  yogaRedis: 'Yoga + tollbooth, RedisStore',
+  yogaArmor: 'Yoga + graphql-armor (defaults)',
+  apolloPlain: 'plain Apollo',
+  apolloMemory: 'Apollo + tollbooth, MemoryStore',
+  apolloRedis: 'Apollo + tollbooth, RedisStore',
+  apolloArmor: 'Apollo + graphql-armor (defaults)',
+  yogaMemoryNoExtension: 'Yoga MemoryStore, no extensions.cost',
+  yogaMemoryNoHeaders: 'Yoga MemoryStore, no headers',
+  yogaMemoryNoReporting: 'Yoga MemoryStore, neither',
+  yogaBurn: `Yoga + ${BURN_MICROS} µs busy loop`,
+  yogaDeferred: 'Yoga + execution deferred',
+}
+
+/** What a contender's rate is divided by, round by round: the plain server of its framework. */
+export function baselineOf(key: ContenderKey): ContenderKey {
+  return key.startsWith('apollo') ? 'apolloPlain' : 'yogaPlain'
+}
+
+/** Ratio targets against the plain server of the same framework; the other contenders are references. */
+export const TARGETS: Partial<Record<ContenderKey, number>> = {
+  yogaMemory: 0.95,
+  yogaRedis: 0.9,
+  apolloMemory: 0.95,
+  apolloRedis: 0.9,
+}
+
+/** The contenders that need `tollbooth/apollo` (skipped, with a line saying so, while it is not built). */
+export function needsApolloPlugin(key: ContenderKey): boolean {
+  return key === 'apolloMemory' || key === 'apolloRedis'
+}
+
+/** The contenders that need the bench's private redis-server. */
+export function needsRedis(key: ContenderKey): boolean {
+  return key === 'yogaRedis' || key === 'apolloRedis'
+}
+
+/** The contenders of a default run, then those of `--breakdown` and `--calibrate`. */
+export function defaultContenders(options: { breakdown: boolean; calibrate: boolean }): ContenderKey[] {
+  const keys: ContenderKey[] = [
+    'yogaPlain',
+    'yogaPlainAgain',
+    'yogaMemory',
+    'yogaRedis',
+    'yogaArmor',
+    'apolloPlain',
+    'apolloMemory',
+    'apolloRedis',
+    'apolloArmor',
+  ]
+  if (options.breakdown) keys.push('yogaMemoryNoExtension', 'yogaMemoryNoHeaders', 'yogaMemoryNoReporting')
+  if (options.calibrate) keys.push('yogaBurn', 'yogaDeferred')
+  return keys
+}
+
+/** The module of tollbooth's Apollo plugin, imported by name (dist/apollo once built). */
+export const APOLLO_PLUGIN_MODULE = 'tollbooth/apollo'
+
+/** Whether `tollbooth/apollo` can be imported: built into dist/apollo and exported by package.json. */
+export async function apolloPluginBuilt(): Promise<boolean> {
+  try {
+    await import(APOLLO_PLUGIN_MODULE)
+    return true
+  } catch {
+    return false
+  }
+}

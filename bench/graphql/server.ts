@@ -1,0 +1,239 @@
+/**
+ * One bench:graphql contender in a process of its own:
+ *
+ *   node --import <tsx loader> bench/graphql/server.ts <contender key> <redis port, 0 for none>
+ *
+ * Starts the server on 127.0.0.1 (a free port) and prints `{ "url" }` (or `{ "error" }`), then answers each
+ * `stats` line on stdin with this process' counters (`ServerStats`); exits when stdin ends. The bench's side is
+ * bench/graphql/serverProcess.ts.
+ */
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { PerformanceObserver } from 'node:perf_hooks'
+import { createInterface } from 'node:readline'
+import { ApolloServer, type ApolloServerOptions, type BaseContext } from '@apollo/server'
+import { startStandaloneServer } from '@apollo/server/standalone'
+import { ApolloArmor, EnvelopArmor } from '@escape.tech/graphql-armor'
+import { createSchema, createYoga, type Plugin } from 'graphql-yoga'
+import { Redis } from 'ioredis'
+import { RedisStore, type Store, tokenBucket } from 'tollbooth'
+import { type TollboothGraphQLOptions, useTollbooth } from 'tollbooth/graphql'
+import { APOLLO_PLUGIN_MODULE, BURN_MICROS, CONTENDER_KEYS, type ContenderKey } from './contenders.js'
+import { BUDGET, costs, IDENTITY_HEADER, resolvers, typeDefs } from './schema.js'
+import type { ServerStats } from './serverProcess.js'
+
+/** The Node request, which the Apollo contenders' context carries (for IP identity, and `identify` here). */
+interface ApolloBenchContext extends BaseContext {
+  req: { headers: Record<string, string | string[] | undefined> }
+}
+
+/** `tollboothApolloPlugin` as used here; imported when a contender needs it, as it may not be built yet. */
+type ApolloPluginFactory = (
+  options: Omit<TollboothGraphQLOptions, 'identify'> & { identify: (context: ApolloBenchContext) => string },
+) => NonNullable<ApolloServerOptions<ApolloBenchContext>['plugins']>[number]
+
+/** This process' counters, as the bench reads them (`stats` lines on stdin). */
+class Counters {
+  minorGcs = 0
+  majorGcs = 0
+  gcMicros = 0
+  storeCalls: number | undefined
+  readonly storeErrors: Record<string, number> = {}
+
+  constructor() {
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) {
+        // NODE_PERFORMANCE_GC_MINOR is 1 (a scavenge); every other kind is a full or incremental mark.
+        if ((entry as { detail?: { kind?: number } }).detail?.kind === 1) this.minorGcs++
+        else this.majorGcs++
+        this.gcMicros += entry.duration * 1000
+      }
+    }).observe({ entryTypes: ['gc'] })
+  }
+
+  storeError(what: string): void {
+    this.storeErrors[what] = (this.storeErrors[what] ?? 0) + 1
+  }
+
+  stats(): ServerStats {
+    const cpu = process.cpuUsage()
+    return {
+      cpuMicros: cpu.user + cpu.system,
+      systemMicros: cpu.system,
+      minorGcs: this.minorGcs,
+      majorGcs: this.majorGcs,
+      gcMicros: this.gcMicros,
+      storeCalls: this.storeCalls,
+      storeErrors: this.storeErrors,
+    }
+  }
+}
+
+/** A RedisStore on the bench's private redis-server, its calls and errors counted into `counters`. */
+async function redisStore(key: ContenderKey, port: number, counters: Counters): Promise<Store> {
+  if (port === 0) throw new Error(`${key} needs the bench's redis-server`)
+  const client = new Redis({ host: '127.0.0.1', port, enableOfflineQueue: false, lazyConnect: true })
+  await client.connect()
+  counters.storeCalls = 0
+  const store = new RedisStore({
+    client,
+    prefix: `bench-gql-${key}:`,
+    hooks: {
+      onStoreError: ({ error }) => counters.storeError(error.code ?? error.message),
+      onStoreLatency: () => {
+        counters.storeCalls = (counters.storeCalls ?? 0) + 1
+      },
+      onBreakerChange: ({ to }) => counters.storeError(`breaker → ${to}`),
+    },
+  })
+  await store.warmUp()
+  return store
+}
+
+function limiter(name: string, store: Store | undefined) {
+  return tokenBucket({ name, store, ...BUDGET })
+}
+
+type Reporting = Pick<TollboothGraphQLOptions, 'costExtension' | 'headers'>
+
+function yogaTollbooth(name: string, store: Store | undefined, reporting: Reporting = {}): Plugin {
+  return useTollbooth({
+    limiter: limiter(name, store),
+    identify: (context) => (context.request as Request).headers.get(IDENTITY_HEADER) ?? 'anonymous',
+    costs,
+    ...reporting,
+  })
+}
+
+/**
+ * Calibration (`--calibrate`): what a plugin that only spends `micros` of CPU per operation reads here, to translate
+ * a ratio into microseconds on this machine.
+ */
+function burnPlugin(micros: number): Plugin {
+  return {
+    onExecute() {
+      const until = performance.now() + micros / 1000
+      while (performance.now() < until) {
+        // spinning on purpose
+      }
+    },
+  }
+}
+
+/**
+ * Calibration (`--calibrate`): a plugin that adds no work but runs each execution one event-loop turn later.
+ * Requests read in the same turn then execute, and are answered, together: on a machine where the server and the
+ * load generator share cores this changes the server's cost per request by far more than any plugin's own work.
+ * Anything that waits for I/O before executing (a RedisStore decision) gets part of that effect.
+ */
+function deferPlugin(): Plugin {
+  return {
+    onExecute() {
+      return new Promise<void>((resolve) => setImmediate(resolve))
+    },
+  }
+}
+
+async function yogaPlugins(key: ContenderKey, redisPort: number, counters: Counters): Promise<Plugin[]> {
+  switch (key) {
+    case 'yogaMemory':
+      return [yogaTollbooth('bench-memory', undefined)]
+    case 'yogaRedis':
+      return [yogaTollbooth('bench-redis', await redisStore(key, redisPort, counters))]
+    case 'yogaArmor':
+      return new EnvelopArmor().protect().plugins as Plugin[]
+    case 'yogaMemoryNoExtension':
+      return [yogaTollbooth('bench-memory', undefined, { costExtension: false })]
+    case 'yogaMemoryNoHeaders':
+      return [yogaTollbooth('bench-memory', undefined, { headers: false })]
+    case 'yogaMemoryNoReporting':
+      return [yogaTollbooth('bench-memory', undefined, { costExtension: false, headers: false })]
+    case 'yogaBurn':
+      return [burnPlugin(BURN_MICROS)]
+    case 'yogaDeferred':
+      return [deferPlugin()]
+    default:
+      return []
+  }
+}
+
+/** A Yoga 5 server on node:http: its defaults (parse and validation caches on), no logging, no GraphiQL. */
+async function startYoga(plugins: Plugin[]): Promise<string> {
+  const yoga = createYoga({
+    schema: createSchema({ typeDefs, resolvers }),
+    plugins,
+    logging: false,
+    graphiql: false,
+  })
+  const server = createServer(yoga)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`
+}
+
+async function apolloOptions(
+  key: ContenderKey,
+  redisPort: number,
+  counters: Counters,
+): Promise<ApolloServerOptions<ApolloBenchContext>> {
+  const base = { typeDefs, resolvers }
+  switch (key) {
+    case 'apolloArmor': {
+      // graphql-armor types its Apollo plugins against Apollo Server 4; they are plain plugin objects.
+      const armor = new ApolloArmor().protect() as unknown as Partial<ApolloServerOptions<ApolloBenchContext>>
+      return { ...base, ...armor } as ApolloServerOptions<ApolloBenchContext>
+    }
+    case 'apolloMemory':
+    case 'apolloRedis': {
+      const { tollboothApolloPlugin } = (await import(APOLLO_PLUGIN_MODULE)) as {
+        tollboothApolloPlugin: ApolloPluginFactory
+      }
+      const store = key === 'apolloRedis' ? await redisStore(key, redisPort, counters) : undefined
+      const plugin = tollboothApolloPlugin({
+        limiter: limiter(key === 'apolloRedis' ? 'bench-redis' : 'bench-memory', store),
+        identify: (context) => {
+          const value = context.req.headers[IDENTITY_HEADER]
+          return typeof value === 'string' ? value : 'anonymous'
+        },
+        costs,
+      })
+      return { ...base, plugins: [plugin] }
+    }
+    default:
+      return base
+  }
+}
+
+/**
+ * An Apollo Server 5 on node:http through `startStandaloneServer` (its own body parser and CORS handling), its
+ * defaults otherwise; the context carries the Node request, as tollbooth's Apollo plugin reads the client from it.
+ */
+async function startApollo(options: ApolloServerOptions<ApolloBenchContext>): Promise<string> {
+  const server = new ApolloServer<ApolloBenchContext>(options)
+  const { url } = await startStandaloneServer(server, {
+    context: async ({ req }) => ({ req }),
+    listen: { port: 0, host: '127.0.0.1' },
+  })
+  return url
+}
+
+async function serve(key: ContenderKey, redisPort: number): Promise<void> {
+  const counters = new Counters()
+  const url = key.startsWith('apollo')
+    ? await startApollo(await apolloOptions(key, redisPort, counters))
+    : await startYoga(await yogaPlugins(key, redisPort, counters))
+  process.stdout.write(`${JSON.stringify({ url })}\n`)
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (line === 'stats') process.stdout.write(`${JSON.stringify(counters.stats())}\n`)
+  }
+  // Through process.exit, so that --cpu-prof writes its profile; open sockets and Redis clients end with it.
+  process.exit(0)
+}
+
+const key = process.argv[2] as ContenderKey
+if (!CONTENDER_KEYS.includes(key)) throw new Error(`bench/graphql/server.ts: unknown contender ${key}`)
+try {
+  await serve(key, Number(process.argv[3] ?? 0))
+} catch (error) {
+  process.stdout.write(`${JSON.stringify({ error: String((error as Error).stack ?? error) })}\n`)
+  process.exit(1)
+}
