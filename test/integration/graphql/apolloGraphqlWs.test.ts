@@ -7,7 +7,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { ApolloServer } from '@apollo/server'
 import { buildSchema } from 'graphql'
-import { createClient } from 'graphql-ws'
+import { createClient, type ServerOptions } from 'graphql-ws'
 import { useServer } from 'graphql-ws/use/ws'
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
@@ -23,6 +23,35 @@ afterEach(async () => {
 
 function plugin() {
   return tollboothApolloPlugin({ limiter: tokenBucket({ name: 'ws', capacity: 100, refillPerSecond: 1 }) })
+}
+
+/**
+ * An Apollo Server with `tollbooth` (started, for its logger) and graphql-ws on a `ws` server with
+ * `tollbooth.graphqlWs(options)`, on 127.0.0.1; answers a graphql-ws client of it. All stopped after the test.
+ */
+async function serveOverWs(
+  tollbooth: ReturnType<typeof tollboothApolloPlugin>,
+  apolloOptions: ConstructorParameters<typeof ApolloServer>[0],
+  graphqlWsOptions: ServerOptions,
+) {
+  const apollo = new ApolloServer(apolloOptions)
+  await apollo.start()
+  cleanups.push(() => apollo.stop())
+  const httpServer = createServer()
+  const wss = new WebSocketServer({ server: httpServer })
+  const graphqlWs = useServer(tollbooth.graphqlWs(graphqlWsOptions), wss)
+  await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve))
+  cleanups.push(async () => {
+    await graphqlWs.dispose()
+    await new Promise((resolve) => httpServer.close(resolve))
+  })
+  const client = createClient({
+    url: `ws://127.0.0.1:${(httpServer.address() as AddressInfo).port}`,
+    webSocketImpl: WebSocket,
+    retryAttempts: 0,
+  })
+  cleanups.push(() => client.dispose() as Promise<void>)
+  return client
 }
 
 describe('tollboothApolloPlugin(…).graphqlWs', () => {
@@ -48,23 +77,11 @@ describe('tollboothApolloPlugin(…).graphqlWs', () => {
       error: () => {},
     }
     const tollbooth = plugin()
-    const apollo = new ApolloServer({ schema, plugins: [tollbooth], logger })
-    await apollo.start()
-    cleanups.push(() => apollo.stop())
-    const httpServer = createServer()
-    const wss = new WebSocketServer({ server: httpServer })
-    const graphqlWs = useServer(tollbooth.graphqlWs({ schema, roots: { query: rootValue } }), wss)
-    await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve))
-    cleanups.push(async () => {
-      await graphqlWs.dispose()
-      await new Promise((resolve) => httpServer.close(resolve))
-    })
-    const client = createClient({
-      url: `ws://127.0.0.1:${(httpServer.address() as AddressInfo).port}`,
-      webSocketImpl: WebSocket,
-      retryAttempts: 0,
-    })
-    cleanups.push(() => client.dispose() as Promise<void>)
+    const client = await serveOverWs(
+      tollbooth,
+      { schema, plugins: [tollbooth], logger },
+      { schema, roots: { query: rootValue } },
+    )
     for (let i = 0; i < 2; i++) {
       const result = await client.iterate({ query: '{ hello }' }).next()
       expect(result.value).toMatchObject({ data: { hello: 'world' } })
@@ -83,30 +100,15 @@ describe('tollboothApolloPlugin(…).graphqlWs', () => {
       limiter: tokenBucket({ name: 'ws-field', capacity: 100, refillPerSecond: 1 }),
       fieldLimits: { 'Account.check': { limit: 2, windowMs: 60_000 } },
     })
-    const apollo = new ApolloServer({ schema: limited, plugins: [tollbooth] })
-    await apollo.start()
-    cleanups.push(() => apollo.stop())
-    const httpServer = createServer()
-    const wss = new WebSocketServer({ server: httpServer })
-    const graphqlWs = useServer(
-      tollbooth.graphqlWs({
+    const client = await serveOverWs(
+      tollbooth,
+      { schema: limited, plugins: [tollbooth] },
+      {
         schema: limited,
         roots: { query: root },
         context: (ctx: { extra: { request: unknown } }) => ({ req: ctx.extra.request }),
-      }),
-      wss,
+      },
     )
-    await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve))
-    cleanups.push(async () => {
-      await graphqlWs.dispose()
-      await new Promise((resolve) => httpServer.close(resolve))
-    })
-    const client = createClient({
-      url: `ws://127.0.0.1:${(httpServer.address() as AddressInfo).port}`,
-      webSocketImpl: WebSocket,
-      retryAttempts: 0,
-    })
-    cleanups.push(() => client.dispose() as Promise<void>)
     // One occurrence paid at admission, three runs: the second is paid as it runs, the third is past the limit.
     const result = (await client.iterate({ query: '{ accounts { id check } }' }).next()).value
     expect(result?.data).toEqual({
