@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import { type DocumentNode, type ExecutionArgs, GraphQLError } from 'graphql'
 import type { ExecutionResult } from 'graphql-ws'
 import { createYoga } from 'graphql-yoga'
-import { useTollbooth } from '../src/graphql/index.js'
+import { useTollbooth, withoutHttp } from '../src/graphql/index.js'
 import type { GraphQLEndpoint, GraphQLSetup, GraphqlWsHooks, ServerContext } from './graphqlEndpoint.js'
 
 interface EnvelopedRoot {
@@ -85,20 +85,4 @@ export function createYogaGraphQL({ schema, tollbooth, userOf }: GraphQLSetup): 
     }),
     stop: async () => {},
   }
-}
-
-/**
- * Yoga marks parse and validation errors (tollbooth's refusals among them) with an HTTP status and headers; over
- * graphql-ws there is no HTTP response to carry them.
- */
-function withoutHttp(error: GraphQLError): GraphQLError {
-  const { http: _http, ...extensions } = error.extensions
-  return new GraphQLError(error.message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: error.originalError,
-    extensions,
-  })
 }

@@ -11,6 +11,7 @@ export {
   TooLargeToPriceError,
 } from './cost/costAnalyzer.js'
 export type { CostConfig, CostMap, ListSizeConfig } from './cost/costModel.js'
+export { withoutHttp } from './engine/operationResults.js'
 export type {
   FieldLimitConfig,
   GraphQLContext,

@@ -22,7 +22,7 @@ import { type Extra, useServer } from 'graphql-ws/use/ws'
 import { createYoga } from 'graphql-yoga'
 import { WebSocketServer } from 'ws'
 import { tollboothApolloPlugin } from '../../src/apollo/index.js'
-import { type TollboothGraphQLOptions, useTollbooth } from '../../src/graphql/index.js'
+import { type TollboothGraphQLOptions, useTollbooth, withoutHttp } from '../../src/graphql/index.js'
 
 const HOST = '127.0.0.1'
 const PATH = '/graphql'
@@ -71,22 +71,6 @@ async function listening(server: Server): Promise<{ httpUrl: string; wsUrl: stri
   })
   const { port } = server.address() as AddressInfo
   return { httpUrl: `http://${HOST}:${port}${PATH}`, wsUrl: `ws://${HOST}:${port}${PATH}` }
-}
-
-/**
- * `error` without `extensions.http`: Yoga marks its parse and validation errors (tollbooth's refusals among them)
- * with the HTTP status they would get, and over graphql-ws there is no HTTP response to carry it.
- */
-function withoutHttp(error: GraphQLError): GraphQLError {
-  const { http: _http, ...extensions } = error.extensions
-  return new GraphQLError(error.message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: error.originalError,
-    extensions,
-  })
 }
 
 /** What Yoga's recipe puts in `rootValue`: Yoga's enveloped execute and subscribe, with tollbooth's hooks. */

@@ -31,7 +31,11 @@ export function refusedResult(
     : { errors: [sent] }
 }
 
-/** `error` without its `extensions.http` (the same error when it has none), where it was raised kept. */
+/**
+ * `error` without its `extensions.http` (the same error when it has none), where it was raised kept. Exported for
+ * graphql-ws recipes: Yoga marks parse and validation errors (tollbooth's refusals among them) with the HTTP status
+ * and headers they would get, which graphql-ws would send to the client as data.
+ */
 export function withoutHttp(error: GraphQLError): GraphQLError {
   if (error.extensions.http === undefined) return error
   const { http: _http, ...extensions } = error.extensions
