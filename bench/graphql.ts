@@ -22,9 +22,10 @@
  *   is not built;
  * - with `--breakdown`, the Yoga MemoryStore contender again with `costExtension: false`, with `headers: false`,
  *   and with both: what reporting costs;
- * - with `--calibrate`, two Yoga plugins that do no protection: one spending BURN_MICROS µs of CPU per operation,
- *   one deferring execution by a turn of the event loop: what a known cost reads as here, and how much scheduling
- *   alone moves.
+ * - with `--calibrate`, three Yoga plugins that do no protection: one spending BURN_MICROS µs of CPU per operation,
+ *   one deferring execution by a turn of the event loop, and one registering the hooks `useTollbooth` does with
+ *   nothing in them: what a known cost reads as here, how much scheduling alone moves, and what Yoga spends on
+ *   running a plugin of tollbooth's shape.
  * Yoga rows are read against plain Yoga, Apollo rows against plain Apollo. Budgets are far beyond what the load can
  * spend (capacity 1e9, refill 1e6/s): nothing is refused, what is measured is the overhead. The identity is the
  * `x-bench-user` header (read by `identify`).
@@ -49,7 +50,9 @@
  * ratios (each round's rate over the plain server's in the same round), and the A/A control's spread says how far
  * they can be read. Every response is checked: non-2xx, socket errors, timeouts and GraphQL `errors` are counted
  * and printed. Server figures (CPU time, its system part, scavenges and GC time per request, Redis calls) come from
- * the server's own process over the measured phase.
+ * the server's own process over the measured phase. After the rounds, one more pass per server counts the bytes
+ * it allocates per request (V8's sampling heap profiler in the server process): a figure that, unlike the rates,
+ * does not move with the machine's load, to read a change in the work per request by.
  *
  * Flags: `--workload light|heavy`, `--rounds N`, `--warmup S`, `--measure S`, `--contenders key,key,…` (keys of
  * bench/graphql/contenders.ts; the plain server of each framework is always added), `--breakdown`, `--calibrate`,
@@ -93,9 +96,11 @@ const WARMUP_S = 0.5
 const MEASURE_S = 1.5
 /** Of each workload, before its first round, per server (see `runWorkload`). */
 const WARM_UP_PASS_S = 2
+/** Of each workload, after its last round, per server: the allocation count (see `allocatedPerRequest`). */
+const ALLOCATION_PASS_S = 1
 /**
  * Many short rounds rather than a few long ones: the machine's load drifts, and each round is paired with the plain
- * server's. Six rounds of both workloads keep a full run (nine servers) within about five and a half minutes.
+ * server's. Six rounds of both workloads keep a full run (nine servers) within about six to seven minutes.
  */
 const ROUNDS = 6
 
@@ -191,6 +196,33 @@ function measuredRound(result: LoadResult, before: ServerStats, after: ServerSta
   }
 }
 
+/**
+ * Bytes the server allocates per request under this workload (garbage included, estimated by V8's sampling heap
+ * profiler in the server process: bench/graphql/server.ts' `Allocations`), over one more pass of the load. Unlike
+ * rates and CPU time it does not move with the machine's load, so it shows a change in the work done per request
+ * that a noisy run cannot. The profiler slows the server down: this pass is not one of the rounds.
+ */
+async function allocatedPerRequest(
+  contender: Contender,
+  workload: Workload,
+  load: LoadProcess<LoadJob, LoadResult>,
+): Promise<number> {
+  let counting: Promise<void> | undefined
+  const result = await load.run(
+    {
+      url: contender.url,
+      workload: workload.name,
+      warmupSeconds: WARMUP_S,
+      measureSeconds: ALLOCATION_PASS_S,
+    },
+    () => {
+      counting = contender.process.startCountingAllocations()
+    },
+  )
+  await counting
+  return (await contender.process.allocatedBytes()) / Math.max(1, result.requests)
+}
+
 /** Sends every distinct query of the workload once and checks the answer; returns `requestedQueryCost` of each. */
 async function check(contender: Contender, workload: Workload): Promise<(number | undefined)[]> {
   const costsSeen: (number | undefined)[] = []
@@ -279,6 +311,7 @@ function report(
   workload: Workload,
   contenders: readonly Contender[],
   results: ReadonlyMap<Contender, Round[]>,
+  allocated: ReadonlyMap<Contender, number>,
 ): void {
   console.log()
   console.log(`workload ${workload.name}: medians over rounds`)
@@ -294,6 +327,7 @@ function report(
       'CPU srv/load'.padStart(13),
       'scav/1k req'.padStart(12),
       'GC µs/req'.padStart(10),
+      'kB alloc/req'.padStart(13),
       'B/resp'.padStart(7),
       'responses'.padStart(10),
       'not ok'.padStart(7),
@@ -330,6 +364,7 @@ function report(
         med((r) => r.gcMicrosPerRequest)
           .toFixed(1)
           .padStart(10),
+        ((allocated.get(contender) ?? Number.NaN) / 1000).toFixed(1).padStart(13),
         fmt(med((r) => r.bytesPerRequest)).padStart(7),
         fmt(sum(rounds, (r) => r.requests)).padStart(10),
         String(sum(rounds, problemsOf)).padStart(7),
@@ -383,6 +418,15 @@ function report(
       `${''.padEnd(34)} server CPU per request, plain/this: ${cpu.toFixed(2)}× (what a CPU-bound server would get)` +
         (target === undefined ? '' : `   ${cpu >= target ? 'met' : 'NOT met'}`),
     )
+    const bytes = allocated.get(contender)
+    const baselineBytes = allocated.get(baseline)
+    if (bytes !== undefined && baselineBytes !== undefined) {
+      console.log(
+        `${''.padEnd(34)} bytes allocated per request: ${fmt(bytes)} against ${fmt(baselineBytes)}, ` +
+          `${bytes >= baselineBytes ? '+' : '−'}${fmt(Math.abs(bytes - baselineBytes))} ` +
+          `(${((bytes / baselineBytes - 1) * 100).toFixed(1)}%; an estimate, about ±2% whatever the machine's load)`,
+      )
+    }
   }
   const control = contenders.find((c) => c.key === 'yogaPlainAgain')
   const plain = contenders.find((c) => c.key === 'yogaPlain')
@@ -461,7 +505,10 @@ async function runWorkload(
       printRound(round, contender, result)
     }
   }
-  report(workload, contenders, results)
+  const allocated = new Map<Contender, number>()
+  for (const contender of contenders)
+    allocated.set(contender, await allocatedPerRequest(contender, workload, load))
+  report(workload, contenders, results, allocated)
   const errors = await Promise.all(
     contenders.map(async (c) => [c.key, (await c.process.stats()).storeErrors]),
   )

@@ -18,6 +18,7 @@ export const CONTENDER_KEYS = [
   'yogaMemoryNoReporting',
   'yogaBurn',
   'yogaDeferred',
+  'yogaHooks',
 ] as const
 export type ContenderKey = (typeof CONTENDER_KEYS)[number]
 
@@ -39,6 +40,7 @@ export const CONTENDER_NAMES: Record<ContenderKey, string> = {
   yogaMemoryNoReporting: 'Yoga MemoryStore, neither',
   yogaBurn: `Yoga + ${BURN_MICROS} µs busy loop`,
   yogaDeferred: 'Yoga + execution deferred',
+  yogaHooks: 'Yoga + no-op plugin, same hooks',
 }
 
 /** What a contender's rate is divided by, round by round: the plain server of its framework. */
@@ -78,7 +80,7 @@ export function defaultContenders(options: { breakdown: boolean; calibrate: bool
     'apolloArmor',
   ]
   if (options.breakdown) keys.push('yogaMemoryNoExtension', 'yogaMemoryNoHeaders', 'yogaMemoryNoReporting')
-  if (options.calibrate) keys.push('yogaBurn', 'yogaDeferred')
+  if (options.calibrate) keys.push('yogaBurn', 'yogaDeferred', 'yogaHooks')
   return keys
 }
 

@@ -4,10 +4,13 @@
  *   node --import <tsx loader> bench/graphql/server.ts <contender key> <redis port, 0 for none>
  *
  * Starts the server on 127.0.0.1 (a free port) and prints `{ "url" }` (or `{ "error" }`), then answers each
- * `stats` line on stdin with this process' counters (`ServerStats`); exits when stdin ends. The bench's side is
+ * `stats` line on stdin with this process' counters (`ServerStats`), and `allocations start` / `allocations stop`
+ * lines with `{}` / `{ "bytes" }` (`Allocations`); exits when stdin ends. The bench's side is
  * bench/graphql/serverProcess.ts.
  */
 import { createServer } from 'node:http'
+import type { HeapProfiler } from 'node:inspector'
+import { Session } from 'node:inspector/promises'
 import type { AddressInfo } from 'node:net'
 import { PerformanceObserver } from 'node:perf_hooks'
 import { createInterface } from 'node:readline'
@@ -66,6 +69,42 @@ class Counters {
       storeCalls: this.storeCalls,
       storeErrors: this.storeErrors,
     }
+  }
+}
+
+/**
+ * Bytes this process allocates between `start` and `stop`, garbage included: V8's sampling heap profiler with the
+ * objects later collected kept in its profile. It samples about one allocation per SAMPLING_BYTES and scales each
+ * sample by its size, so the total is an estimate that does not depend on the machine's speed or load: two
+ * identical servers read within about 2% of each other (the JIT's state moves it a little).
+ */
+class Allocations {
+  private static readonly SAMPLING_BYTES = 4096
+  private readonly session = new Session()
+
+  constructor() {
+    this.session.connect()
+  }
+
+  async start(): Promise<void> {
+    // Node's types predate the two flags that keep collected objects (V8 has had them since 2023).
+    const params: HeapProfiler.StartSamplingParameterType & Record<string, unknown> = {
+      samplingInterval: Allocations.SAMPLING_BYTES,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    }
+    await this.session.post('HeapProfiler.startSampling', params)
+  }
+
+  async stop(): Promise<number> {
+    const { profile } = await this.session.post('HeapProfiler.stopSampling')
+    let bytes = 0
+    const pending = [profile.head]
+    for (let node = pending.pop(); node !== undefined; node = pending.pop()) {
+      bytes += node.selfSize
+      pending.push(...node.children)
+    }
+    return bytes
   }
 }
 
@@ -134,6 +173,23 @@ function deferPlugin(): Plugin {
   }
 }
 
+/**
+ * Calibration (`--calibrate`): a plugin with the Yoga hooks `useTollbooth` registers, each doing nothing (and
+ * `onExecute` asking for `onExecuteDone`, as an admitted operation does): what Yoga spends on running a plugin of
+ * this shape, apart from anything tollbooth computes.
+ */
+function hooksPlugin(): Plugin {
+  const onRequestParseDone = { onRequestParseDone() {} }
+  return {
+    onRequestParse: () => onRequestParseDone,
+    onParse() {},
+    onValidate() {},
+    onExecute: () => ({ onExecuteDone() {} }),
+    onSubscribe() {},
+    onResponse() {},
+  }
+}
+
 async function yogaPlugins(key: ContenderKey, redisPort: number, counters: Counters): Promise<Plugin[]> {
   switch (key) {
     case 'yogaMemory':
@@ -152,6 +208,8 @@ async function yogaPlugins(key: ContenderKey, redisPort: number, counters: Count
       return [burnPlugin(BURN_MICROS)]
     case 'yogaDeferred':
       return [deferPlugin()]
+    case 'yogaHooks':
+      return [hooksPlugin()]
     default:
       return []
   }
@@ -222,8 +280,15 @@ async function serve(key: ContenderKey, redisPort: number): Promise<void> {
     ? await startApollo(await apolloOptions(key, redisPort, counters))
     : await startYoga(await yogaPlugins(key, redisPort, counters))
   process.stdout.write(`${JSON.stringify({ url })}\n`)
+  const allocations = new Allocations()
   for await (const line of createInterface({ input: process.stdin })) {
     if (line === 'stats') process.stdout.write(`${JSON.stringify(counters.stats())}\n`)
+    else if (line === 'allocations start') {
+      await allocations.start()
+      process.stdout.write('{}\n')
+    } else if (line === 'allocations stop') {
+      process.stdout.write(`${JSON.stringify({ bytes: await allocations.stop() })}\n`)
+    }
   }
   // Through process.exit, so that --cpu-prof writes its profile; open sockets and Redis clients end with it.
   process.exit(0)

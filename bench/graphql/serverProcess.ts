@@ -61,6 +61,18 @@ export class ServerProcess {
     return JSON.parse(await this.next()) as ServerStats
   }
 
+  /** Starts counting the bytes the server allocates (bench/graphql/server.ts' `Allocations`). */
+  async startCountingAllocations(): Promise<void> {
+    this.child.stdin?.write('allocations start\n')
+    await this.next()
+  }
+
+  /** Stops counting; the bytes allocated since `startCountingAllocations`, garbage included (an estimate). */
+  async allocatedBytes(): Promise<number> {
+    this.child.stdin?.write('allocations stop\n')
+    return (JSON.parse(await this.next()) as { bytes: number }).bytes
+  }
+
   private async next(): Promise<string> {
     while (this.lines.length === 0) {
       if (this.child.exitCode !== null || this.child.signalCode !== null) {
