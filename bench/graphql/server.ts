@@ -87,7 +87,7 @@ class Allocations {
   }
 
   async start(): Promise<void> {
-    // Node's types predate the two flags that keep collected objects (V8 has had them since 2023).
+    // Node 20's types lack the two flags that keep collected objects; its V8 takes them.
     const params: HeapProfiler.StartSamplingParameterType & Record<string, unknown> = {
       samplingInterval: Allocations.SAMPLING_BYTES,
       includeObjectsCollectedByMajorGC: true,
