@@ -553,8 +553,8 @@ async function main(): Promise<void> {
         `load average before: ${loadAverage()}`,
     )
     console.log(
-      `each server in its own process (pids ${servers.map((s) => s.child.pid).join(', ')}), the load generator in ` +
-        `another (pid ${load.child.pid})${redis === undefined ? '' : `, a private redis-server on :${redis.port}`}; ` +
+      `each server in its own process (pids ${servers.map((s) => s.pid).join(', ')}), the load generator in ` +
+        `another (pid ${load.pid})${redis === undefined ? '' : `, a private redis-server on :${redis.port}`}; ` +
         `${options.warmupSeconds} s warm-up + ${options.measureSeconds} s measured, ${options.rounds} rounds per ` +
         'workload in a balanced order; CPU is process CPU time over the measured phase (100% = one core)',
     )

@@ -28,13 +28,11 @@
  *
  * tollbooth is imported by its own name (`dist/`, the published build; the script builds first).
  */
-import { type ChildProcess, spawn } from 'node:child_process'
 import type { Server } from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import { cpus } from 'node:os'
 import { createInterface } from 'node:readline'
-import { fileURLToPath, pathToFileURL } from 'node:url'
 import fastifyRateLimit from '@fastify/rate-limit'
 import express from 'express'
 import { rateLimit as expressRateLimit } from 'express-rate-limit'
@@ -47,6 +45,7 @@ import { rateLimit } from 'tollbooth/http'
 import { startRedis } from '../test/helpers/redisServer.js'
 import { announceMeasuredPhase, LoadProcess, serveLoadJobs } from './loadProcess.js'
 import { fmt, loadAverage, median, pct, verdict } from './report.js'
+import { ScriptProcess } from './scriptProcess.js'
 
 const CONNECTIONS = 50
 const WARMUP_S = 1
@@ -204,55 +203,26 @@ async function serve(key: Key, redisPort: number): Promise<void> {
 
 /** The bench's side of a server process. */
 class ServerProcess {
-  readonly child: ChildProcess
-  private readonly lines: string[] = []
-  private waiter: (() => void) | undefined
+  private readonly script: ScriptProcess
 
   constructor(
     readonly key: Key,
     redisPort: number,
   ) {
-    const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
-    const script = fileURLToPath(import.meta.url)
-    this.child = spawn(process.execPath, ['--import', loader, script, '--serve', key, String(redisPort)], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    })
-    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      this.lines.push(line)
-      this.waiter?.()
-    })
-    this.child.once('exit', () => this.waiter?.())
+    this.script = new ScriptProcess(`server ${key}`, import.meta.url, ['--serve', key, String(redisPort)])
   }
 
   async url(): Promise<string> {
-    return (JSON.parse(await this.next()) as { url: string }).url
+    return (JSON.parse(await this.script.next()) as { url: string }).url
   }
 
   async cpuMicros(): Promise<number> {
-    this.child.stdin?.write('cpu\n')
-    return (JSON.parse(await this.next()) as { cpuMicros: number }).cpuMicros
-  }
-
-  private async next(): Promise<string> {
-    while (this.lines.length === 0) {
-      if (this.child.exitCode !== null || this.child.signalCode !== null) {
-        throw new Error(`server ${this.key} exited (${this.child.exitCode ?? this.child.signalCode})`)
-      }
-      await new Promise<void>((resolve) => {
-        this.waiter = resolve
-      })
-      this.waiter = undefined
-    }
-    return this.lines.shift() as string
+    this.script.send('cpu')
+    return (JSON.parse(await this.script.next()) as { cpuMicros: number }).cpuMicros
   }
 
   async stop(): Promise<void> {
-    this.child.stdin?.end()
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return
-    const exited = new Promise((resolve) => this.child.once('exit', resolve))
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000)
-    await exited
-    clearTimeout(timer)
+    await this.script.stop(5_000)
   }
 }
 
@@ -448,7 +418,7 @@ async function main(): Promise<void> {
     )
     console.log(
       `every limiter: a fixed window of ${fmt(LIMIT)} requests per ${WINDOW_MS / 1000} s per identity (nothing ` +
-        `refused); each server in its own process, the load generator in another (pid ${load.child.pid})`,
+        `refused); each server in its own process, the load generator in another (pid ${load.pid})`,
     )
     for (const [i, server] of servers.entries()) {
       console.log(`  check ${NAMES[server.key]}: 200, ${await check(server.key, urls[i] as string)}`)

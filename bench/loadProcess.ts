@@ -4,10 +4,8 @@
  * one JSON job per line and reads one JSON result per line. The generator prints `{ "phase": "measure" }` when
  * the measured phase starts, so the server process can take its own CPU time over exactly that phase.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
-import { createRequire } from 'node:module'
 import { createInterface } from 'node:readline'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { ScriptProcess } from './scriptProcess.js'
 
 /** A load result, plus this (server) process' CPU time over the measured phase. */
 export type Measured<Result> = Result & {
@@ -33,22 +31,15 @@ export function announceMeasuredPhase(): void {
 
 /** The server side: the generator process and its JSON answers. */
 export class LoadProcess<Job, Result extends { seconds: number }> {
-  readonly child: ChildProcess
-  private readonly answers: string[] = []
-  private waiter: (() => void) | undefined
+  private readonly script: ScriptProcess
 
   /** `script` is the bench's own `import.meta.url`; it is started with `--load`. */
   constructor(script: string) {
-    // The project's own tsx, loaded into a plain `node` (as test/integration/multiProcess.test.ts does).
-    const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
-    this.child = spawn(process.execPath, ['--import', loader, fileURLToPath(script), '--load'], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    })
-    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      this.answers.push(line)
-      this.waiter?.()
-    })
-    this.child.once('exit', () => this.waiter?.())
+    this.script = new ScriptProcess('load generator', script, ['--load'])
+  }
+
+  get pid(): number | undefined {
+    return this.script.child.pid
   }
 
   /**
@@ -56,10 +47,10 @@ export class LoadProcess<Job, Result extends { seconds: number }> {
    * that phase starts, for counters of the bench's own.
    */
   async run(job: Job, onMeasuredPhase?: () => void): Promise<Measured<Result>> {
-    this.child.stdin?.write(`${JSON.stringify(job)}\n`)
+    this.script.send(JSON.stringify(job))
     let cpuStart: NodeJS.CpuUsage | undefined
     for (;;) {
-      const answer = JSON.parse(await this.next()) as Result | { phase: 'measure' }
+      const answer = JSON.parse(await this.script.next()) as Result | { phase: 'measure' }
       if ('phase' in answer) {
         cpuStart = process.cpuUsage()
         onMeasuredPhase?.()
@@ -71,25 +62,7 @@ export class LoadProcess<Job, Result extends { seconds: number }> {
     }
   }
 
-  private async next(): Promise<string> {
-    while (this.answers.length === 0) {
-      if (this.child.exitCode !== null || this.child.signalCode !== null) {
-        throw new Error(`load generator exited (${this.child.exitCode ?? this.child.signalCode})`)
-      }
-      await new Promise<void>((resolve) => {
-        this.waiter = resolve
-      })
-      this.waiter = undefined
-    }
-    return this.answers.shift() as string
-  }
-
   async stop(): Promise<void> {
-    this.child.stdin?.end()
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return
-    const exited = new Promise((resolve) => this.child.once('exit', resolve))
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000)
-    await exited
-    clearTimeout(timer)
+    await this.script.stop(5_000)
   }
 }

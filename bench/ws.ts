@@ -268,7 +268,7 @@ async function main(): Promise<void> {
         'other round), medians shown; CPU is process CPU time over the measured phase (100% = one core)',
     )
     console.log(
-      `clients in a separate process (pid ${load.child.pid}); servers and their stores in this one (pid ${process.pid})`,
+      `clients in a separate process (pid ${load.pid}); servers and their stores in this one (pid ${process.pid})`,
     )
     console.log(
       `protected servers: messagesPerSecond 1e6, messageBurst 1e6, maxConnectionsPerIdentity 10000, ` +

@@ -3,7 +3,8 @@
  * bench/graphql/server.ts' job, in a process per server.
  */
 
-export const CONTENDER_KEYS = [
+/** The servers of a default run. */
+const DEFAULT_KEYS = [
   'yogaPlain',
   'yogaPlainAgain',
   'yogaMemory',
@@ -13,13 +14,13 @@ export const CONTENDER_KEYS = [
   'apolloMemory',
   'apolloRedis',
   'apolloArmor',
-  'yogaMemoryNoExtension',
-  'yogaMemoryNoHeaders',
-  'yogaMemoryNoReporting',
-  'yogaBurn',
-  'yogaDeferred',
-  'yogaHooks',
 ] as const
+/** Added by `--breakdown`. */
+const BREAKDOWN_KEYS = ['yogaMemoryNoExtension', 'yogaMemoryNoHeaders', 'yogaMemoryNoReporting'] as const
+/** Added by `--calibrate`. */
+const CALIBRATION_KEYS = ['yogaBurn', 'yogaDeferred', 'yogaHooks'] as const
+
+export const CONTENDER_KEYS = [...DEFAULT_KEYS, ...BREAKDOWN_KEYS, ...CALIBRATION_KEYS] as const
 export type ContenderKey = (typeof CONTENDER_KEYS)[number]
 
 /** CPU a `yogaBurn` server spends per operation, in µs (`--calibrate`). */
@@ -68,20 +69,11 @@ export function needsRedis(key: ContenderKey): boolean {
 
 /** The contenders of a default run, then those of `--breakdown` and `--calibrate`. */
 export function defaultContenders(options: { breakdown: boolean; calibrate: boolean }): ContenderKey[] {
-  const keys: ContenderKey[] = [
-    'yogaPlain',
-    'yogaPlainAgain',
-    'yogaMemory',
-    'yogaRedis',
-    'yogaArmor',
-    'apolloPlain',
-    'apolloMemory',
-    'apolloRedis',
-    'apolloArmor',
+  return [
+    ...DEFAULT_KEYS,
+    ...(options.breakdown ? BREAKDOWN_KEYS : []),
+    ...(options.calibrate ? CALIBRATION_KEYS : []),
   ]
-  if (options.breakdown) keys.push('yogaMemoryNoExtension', 'yogaMemoryNoHeaders', 'yogaMemoryNoReporting')
-  if (options.calibrate) keys.push('yogaBurn', 'yogaDeferred', 'yogaHooks')
-  return keys
 }
 
 /** The module of tollbooth's Apollo plugin, imported by name (dist/apollo once built). */

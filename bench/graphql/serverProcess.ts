@@ -1,8 +1,5 @@
 /** The bench's side of a contender's process (bench/graphql/server.ts): its URL, its counters, its end. */
-import { type ChildProcess, spawn } from 'node:child_process'
-import { createRequire } from 'node:module'
-import { createInterface } from 'node:readline'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { ScriptProcess } from '../scriptProcess.js'
 import type { ContenderKey } from './contenders.js'
 
 /** What the bench reads from a server process, before and after a measured phase. */
@@ -22,12 +19,10 @@ export interface ServerStats {
   storeErrors: Record<string, number>
 }
 
-const SERVER_SCRIPT = fileURLToPath(new URL('./server.ts', import.meta.url))
+const SERVER_SCRIPT = new URL('./server.ts', import.meta.url).href
 
 export class ServerProcess {
-  readonly child: ChildProcess
-  private readonly lines: string[] = []
-  private waiter: (() => void) | undefined
+  private readonly script: ScriptProcess
 
   /** `nodeOptions` go to the server's `node` before the script (`--cpu-prof`, say). */
   constructor(
@@ -35,64 +30,39 @@ export class ServerProcess {
     redisPort: number,
     nodeOptions: readonly string[] = [],
   ) {
-    // The project's own tsx, loaded into a plain `node` (as test/integration/multiProcess.test.ts does).
-    const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
-    this.child = spawn(
-      process.execPath,
-      [...nodeOptions, '--import', loader, SERVER_SCRIPT, key, String(redisPort)],
-      { stdio: ['pipe', 'pipe', 'inherit'] },
-    )
-    createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      this.lines.push(line)
-      this.waiter?.()
-    })
-    this.child.once('exit', () => this.waiter?.())
+    this.script = new ScriptProcess(`server ${key}`, SERVER_SCRIPT, [key, String(redisPort)], nodeOptions)
+  }
+
+  get pid(): number | undefined {
+    return this.script.child.pid
   }
 
   /** Where the server listens, once it does; throws what the server failed with. */
   async url(): Promise<string> {
-    const answer = JSON.parse(await this.next()) as { url: string } | { error: string }
+    const answer = JSON.parse(await this.script.next()) as { url: string } | { error: string }
     if ('error' in answer) throw new Error(`server ${this.key} failed to start: ${answer.error}`)
     return answer.url
   }
 
   async stats(): Promise<ServerStats> {
-    this.child.stdin?.write('stats\n')
-    return JSON.parse(await this.next()) as ServerStats
+    this.script.send('stats')
+    return JSON.parse(await this.script.next()) as ServerStats
   }
 
   /** Starts counting the bytes the server allocates (bench/graphql/server.ts' `Allocations`). */
   async startCountingAllocations(): Promise<void> {
-    this.child.stdin?.write('allocations start\n')
-    await this.next()
+    this.script.send('allocations start')
+    await this.script.next()
   }
 
   /** Stops counting; the bytes allocated since `startCountingAllocations`, garbage included (an estimate). */
   async allocatedBytes(): Promise<number> {
-    this.child.stdin?.write('allocations stop\n')
-    return (JSON.parse(await this.next()) as { bytes: number }).bytes
-  }
-
-  private async next(): Promise<string> {
-    while (this.lines.length === 0) {
-      if (this.child.exitCode !== null || this.child.signalCode !== null) {
-        throw new Error(`server ${this.key} exited (${this.child.exitCode ?? this.child.signalCode})`)
-      }
-      await new Promise<void>((resolve) => {
-        this.waiter = resolve
-      })
-      this.waiter = undefined
-    }
-    return this.lines.shift() as string
+    this.script.send('allocations stop')
+    return (JSON.parse(await this.script.next()) as { bytes: number }).bytes
   }
 
   /** Ends stdin (the server exits, writing its CPU profile if asked to); killed if it has not exited in 10 s. */
   async stop(): Promise<void> {
-    this.child.stdin?.end()
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return
-    const exited = new Promise((resolve) => this.child.once('exit', resolve))
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000)
-    await exited
-    clearTimeout(timer)
+    await this.script.stop(10_000)
   }
 }
