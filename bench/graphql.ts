@@ -22,10 +22,11 @@
  *   is not built;
  * - with `--breakdown`, the Yoga MemoryStore contender again with `costExtension: false`, with `headers: false`,
  *   and with both: what reporting costs;
- * - with `--calibrate`, three Yoga plugins that do no protection: one spending BURN_MICROS µs of CPU per operation,
+ * - with `--calibrate`, plugins that do no protection: on Yoga, one spending BURN_MICROS µs of CPU per operation,
  *   one deferring execution by a turn of the event loop, and one registering the hooks `useTollbooth` does with
- *   nothing in them: what a known cost reads as here, how much scheduling alone moves, and what Yoga spends on
- *   running a plugin of tollbooth's shape.
+ *   nothing in them; on Apollo, one registering the hooks tollbooth's Apollo plugin does with nothing in them: what a
+ *   known cost reads as here, how much scheduling alone moves, and what each server spends on running a plugin of
+ *   tollbooth's shape.
  * Yoga rows are read against plain Yoga, Apollo rows against plain Apollo. Budgets are far beyond what the load can
  * spend (capacity 1e9, refill 1e6/s): nothing is refused, what is measured is the overhead. The identity is the
  * `x-bench-user` header (read by `identify`).

@@ -18,7 +18,7 @@ const DEFAULT_KEYS = [
 /** Added by `--breakdown`. */
 const BREAKDOWN_KEYS = ['yogaMemoryNoExtension', 'yogaMemoryNoHeaders', 'yogaMemoryNoReporting'] as const
 /** Added by `--calibrate`. */
-const CALIBRATION_KEYS = ['yogaBurn', 'yogaDeferred', 'yogaHooks'] as const
+const CALIBRATION_KEYS = ['yogaBurn', 'yogaDeferred', 'yogaHooks', 'apolloHooks'] as const
 
 export const CONTENDER_KEYS = [...DEFAULT_KEYS, ...BREAKDOWN_KEYS, ...CALIBRATION_KEYS] as const
 export type ContenderKey = (typeof CONTENDER_KEYS)[number]
@@ -42,6 +42,7 @@ export const CONTENDER_NAMES: Record<ContenderKey, string> = {
   yogaBurn: `Yoga + ${BURN_MICROS} µs busy loop`,
   yogaDeferred: 'Yoga + execution deferred',
   yogaHooks: 'Yoga + no-op plugin, same hooks',
+  apolloHooks: 'Apollo + no-op plugin, same hooks',
 }
 
 /** What a contender's rate is divided by, round by round: the plain server of its framework. */

@@ -14,7 +14,12 @@ import { Session } from 'node:inspector/promises'
 import type { AddressInfo } from 'node:net'
 import { PerformanceObserver } from 'node:perf_hooks'
 import { createInterface } from 'node:readline'
-import { ApolloServer, type ApolloServerOptions, type BaseContext } from '@apollo/server'
+import {
+  ApolloServer,
+  type ApolloServerOptions,
+  type ApolloServerPlugin,
+  type BaseContext,
+} from '@apollo/server'
 import { startStandaloneServer } from '@apollo/server/standalone'
 import { ApolloArmor, EnvelopArmor } from '@escape.tech/graphql-armor'
 import { createSchema, createYoga, type Plugin } from 'graphql-yoga'
@@ -240,6 +245,8 @@ async function apolloOptions(
       const armor = new ApolloArmor().protect() as unknown as Partial<ApolloServerOptions<ApolloBenchContext>>
       return { ...base, ...armor } as ApolloServerOptions<ApolloBenchContext>
     }
+    case 'apolloHooks':
+      return { ...base, plugins: [apolloHooksPlugin()] }
     case 'apolloMemory':
     case 'apolloRedis': {
       const { tollboothApolloPlugin } = (await import(APOLLO_PLUGIN_MODULE)) as {
@@ -258,6 +265,25 @@ async function apolloOptions(
     }
     default:
       return base
+  }
+}
+
+/**
+ * Calibration (`--calibrate`): an Apollo plugin with the request hooks tollbooth's Apollo plugin registers for a
+ * single operation, each doing nothing: what Apollo spends on running a plugin of this shape (it awaits each hook).
+ */
+function apolloHooksPlugin(): ApolloServerPlugin<ApolloBenchContext> {
+  return {
+    async requestDidStart() {
+      return {
+        async parsingDidStart() {},
+        async didResolveOperation() {},
+        async responseForOperation() {
+          return null
+        },
+        async willSendResponse() {},
+      }
+    },
   }
 }
 
