@@ -1,5 +1,7 @@
-import type { ExecutionResult } from 'graphql'
+import type { ExecutionArgs, ExecutionResult } from 'graphql'
 import { type Admission, AdmissionEngine } from './engine/admissionEngine.js'
+import { isDeliberateGraphQLError } from './engine/deliberateError.js'
+import { withoutHttp } from './engine/operationResults.js'
 import { newRequestState, type RequestState } from './engine/requestState.js'
 import type { GraphQLContext, TollboothGraphQLOptions, TollboothPlugin } from './options.js'
 
@@ -32,6 +34,29 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
     onRequestParseDone({ requestParserResult }: { requestParserResult: unknown }) {
       if (Array.isArray(requestParserResult)) engine.checkBatchSize(requestParserResult.length)
     },
+  }
+
+  /**
+   * Admits one operation. Over HTTP, what `identify` or `limiter` throw is Yoga's to answer (a GraphQLError with its
+   * status: a 401, say). Without an HTTP request in the context (graphql-ws, Envelop on its own), a GraphQLError
+   * they raise on purpose is the operation's result, as a refusal is, rather than an error graphql-ws closes the
+   * socket for (4500). Anything else is left to the server, which masks and logs it.
+   */
+  const admit = (args: ExecutionArgs, stop: (result: ExecutionResult) => void) => {
+    if ((args.contextValue as GraphQLContext | undefined)?.request !== undefined) {
+      return engine.admit(args, requestState(args.contextValue), stop)
+    }
+    const refused = (error: unknown): undefined => {
+      if (!isDeliberateGraphQLError(error)) throw error
+      stop({ errors: [withoutHttp(error)] })
+      return undefined
+    }
+    try {
+      const admitted = engine.admit(args, undefined, stop)
+      return admitted instanceof Promise ? admitted.catch(refused) : admitted
+    } catch (error) {
+      return refused(error)
+    }
   }
 
   /** What `onExecute` answers for an admitted operation: settle its result once executed. */
@@ -74,14 +99,14 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
     },
 
     onExecute({ args, setResultAndStopExecution }) {
-      const admitted = engine.admit(args, requestState(args.contextValue), setResultAndStopExecution)
+      const admitted = admit(args, setResultAndStopExecution)
       return admitted instanceof Promise
         ? admitted.then(settleAfterExecution)
         : settleAfterExecution(admitted)
     },
 
     async onSubscribe({ args, setResultAndStopExecution }) {
-      const admission = await engine.admit(args, requestState(args.contextValue), setResultAndStopExecution)
+      const admission = await admit(args, setResultAndStopExecution)
       if (admission === undefined) return undefined
       const subscription = await engine.subscriptions.open(admission, setResultAndStopExecution)
       if (subscription === undefined) return undefined

@@ -15,6 +15,7 @@ import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys } from '../../core/knownOptions.js'
 import { isOptionsObject } from '../../core/validate.js'
 import type { AdmissionEngine } from '../engine/admissionEngine.js'
+import { isDeliberateGraphQLError } from '../engine/deliberateError.js'
 import { withoutHttp, withoutHttpErrors } from '../engine/operationResults.js'
 import { isAsyncIterable, type SubscriptionHooks } from '../engine/subscriptionAdmission.js'
 import type { ParseFunction } from '../options.js'
@@ -147,15 +148,16 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
   }
 
   /**
-   * Admission over the WebSocket. What `identify` or `limiter` throw as a GraphQLError (a 401, say) refuses the
-   * operation as a refusal would, rather than closing the socket with 4500.
+   * Admission over the WebSocket. A GraphQLError that `identify` or `limiter` raise on purpose (a 401, say) refuses
+   * the operation as a refusal would, rather than closing the socket with 4500; anything else is graphql-ws' to
+   * handle, as any unexpected error.
    */
   const admit = async (args: ExecutionArgs, stop: (result: ExecutionResult) => void) => {
     checkContext(args.schema, args.contextValue)
     try {
       return await engine.admit(args, undefined, stop)
     } catch (error) {
-      if (!(error instanceof GraphQLError)) throw error
+      if (!isDeliberateGraphQLError(error)) throw error
       stop({ errors: [error] })
       return undefined
     }

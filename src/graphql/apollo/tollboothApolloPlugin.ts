@@ -10,6 +10,7 @@ import {
 import { type DocumentNode, type ExecutionResult, GraphQLError, type GraphQLSchema, validate } from 'graphql'
 import { TollboothError } from '../../core/errors.js'
 import { type Admission, AdmissionEngine } from '../engine/admissionEngine.js'
+import { isDeliberateGraphQLError } from '../engine/deliberateError.js'
 import { newRequestState, type RequestState } from '../engine/requestState.js'
 import { hasNodeRequest } from '../identity.js'
 import type { GraphQLContext, TollboothGraphQLOptions } from '../options.js'
@@ -192,8 +193,8 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
             )
           } catch (error) {
             // `identify` or `limiter` refusing the caller (a GraphQLError with `extensions.http.status: 401`, say):
-            // its answer, as on Yoga; Apollo would answer anything thrown here with a 500.
-            if (!(error instanceof GraphQLError)) throw error
+            // its answer, as on Yoga; Apollo answers anything else thrown here with a 500, as an unexpected error.
+            if (!isDeliberateGraphQLError(error)) throw error
             refusal = { errors: [error] }
           }
           if (refusal === undefined) return null

@@ -21,7 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { type ExecutionResult, GraphQLError, parse } from 'graphql'
 import { type Client, createClient } from 'graphql-ws'
 import { createSchema } from 'graphql-yoga'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import { WebSocket } from 'ws'
 import { concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
@@ -170,6 +170,7 @@ interface StartOptions {
   readonly name?: string
   readonly subscriptions?: TollboothGraphQLOptions['subscriptions']
   readonly limits?: TollboothGraphQLOptions['limits']
+  readonly identify?: TollboothGraphQLOptions['identify']
   /** The application's own graphql-ws `onSubscribe` (Apollo's recipe only), given the server's schema. */
   readonly onSubscribe?: (schema: ReturnType<typeof makeSchema>) => OnSubscribe
 }
@@ -200,6 +201,7 @@ async function start(driver: WsServerDriver, options: StartOptions): Promise<Har
       ...(options.name === undefined ? {} : { name: options.name }),
       ...(options.subscriptions === undefined ? {} : { subscriptions: options.subscriptions }),
       ...(options.limits === undefined ? {} : { limits: options.limits }),
+      ...(options.identify === undefined ? {} : { identify: options.identify }),
     },
     ...(options.onSubscribe === undefined ? {} : { onSubscribe: options.onSubscribe(schema) }),
   })
@@ -365,6 +367,24 @@ function errorMessage(ended: unknown): { message: string; extensions: Record<str
   return ended as { message: string; extensions: Record<string, unknown> }[]
 }
 
+/**
+ * A subscription, then a query, on one socket that is not lazy (a close, such as a 4500, would show): each must end
+ * with one result, and the socket must stay open. Their results.
+ */
+async function subscriptionAndQueryOnOneSocket(h: Harness): Promise<ExecutionResult[]> {
+  const client = wsClient(h.wsUrl, { lazy: false })
+  const closed = closeCodes(client)
+  const results: ExecutionResult[] = []
+  for (const query of [ticksQuery(2), '{ budget }']) {
+    const op = subscribeWs(client, query)
+    expect(await within(op.ended, 5_000, `the answer to ${query}`)).toBeUndefined()
+    expect(op.results).toHaveLength(1)
+    results.push(...op.results)
+  }
+  expect(closed).toEqual([])
+  return results
+}
+
 /** The one error of a refusal result. */
 function refusalOf(result: ExecutionResult | undefined): RefusalShape {
   expect(result?.data ?? undefined).toBeUndefined()
@@ -463,6 +483,39 @@ describe.each(wsServerDrivers.map((driver) => [driver.name, driver] as const))('
       expect(op.results[0]?.extensions).toEqual({ cost: { requestedQueryCost: 1 } })
       expect(await h.remaining()).toBe(0)
     })
+
+    it.each([
+      ['throws', 'synchronously'],
+      ['rejects', 'asynchronously'],
+    ] as const)(
+      'an identify that %s a GraphQLError (%s) refuses with it, without `http`; the socket stays open',
+      async (_how, way) => {
+        const refuse = () =>
+          new GraphQLError('Sign in first.', {
+            extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } },
+          })
+        const h = await start(driver, {
+          capacity: 100,
+          identify:
+            way === 'synchronously'
+              ? () => {
+                  throw refuse()
+                }
+              : async () => {
+                  throw refuse()
+                },
+        })
+        const results = await subscriptionAndQueryOnOneSocket(h)
+        for (const result of results) {
+          expect(result.data ?? undefined).toBeUndefined()
+          expect(result.errors?.map((error) => [error.message, error.extensions])).toEqual([
+            ['Sign in first.', { code: 'UNAUTHENTICATED' }],
+          ])
+        }
+        expect(h.runs).toEqual({ subscribes: 0, events: 0, active: 0 })
+        expect(await h.remaining()).toBe(100)
+      },
+    )
 
     it('HTTP and graphql-ws draw on one budget (the same client IP, the same identity)', async () => {
       const h = await start(driver, { capacity: 100 })
@@ -765,6 +818,47 @@ describe.each(wsServerDrivers.map((driver) => [driver.name, driver] as const))(
       expect(h.runs.subscribes).toBe(0)
       expect(await h.remaining()).toBe(100)
       expect(closes).toEqual([])
+    })
+  },
+)
+
+// ---------------------------------------------------------------------------------------------------------------
+// An unexpected failure in identify, on both servers
+// ---------------------------------------------------------------------------------------------------------------
+
+describe.each(wsServerDrivers.map((driver) => [driver.name, driver] as const))(
+  '%s: an unexpected failure in identify',
+  (_name, driver) => {
+    it('(a GraphQLError wrapping an Error) is the server’s to handle: a 500 over HTTP, a 4500 close over graphql-ws', async () => {
+      const h = await start(driver, {
+        capacity: 100,
+        identify: () => {
+          throw new GraphQLError('session store: connect ECONNREFUSED 10.0.0.5:6379', {
+            originalError: new Error('connect ECONNREFUSED 10.0.0.5:6379'),
+          })
+        },
+      })
+      // graphql-ws logs it through console.error: read here, and kept out of the test's output.
+      const logged = vi.spyOn(console, 'error').mockImplementation(() => {})
+      cleanups.push(() => logged.mockRestore())
+      const overHttp = await fetch(h.httpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ budget }' }),
+      })
+      expect(overHttp.status).toBe(500)
+      const httpBody = (await overHttp.json()) as ExecutionResult
+      expect(httpBody.errors?.map((error) => error.extensions.code)).toEqual(['INTERNAL_SERVER_ERROR'])
+      expect(JSON.stringify(httpBody)).not.toContain('ECONNREFUSED')
+
+      const op = subscribeWs(wsClient(h.wsUrl, { lazy: false }), '{ budget }')
+      const ended = await within(op.ended, 5_000, 'the socket to close')
+      expect((ended as { code?: number }).code).toBe(4500)
+      expect(op.results).toEqual([])
+      const loggedText = logged.mock.calls.map((call) => call.map(String).join(' ')).join('\n')
+      expect(loggedText).toContain('Internal error occurred during message handling')
+      expect(h.runs).toEqual({ subscribes: 0, events: 0, active: 0 })
+      expect(await h.remaining()).toBe(100)
     })
   },
 )
