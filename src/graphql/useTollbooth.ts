@@ -1,7 +1,6 @@
 import type { ExecutionArgs, ExecutionResult } from 'graphql'
 import { type Admission, AdmissionEngine } from './engine/admissionEngine.js'
-import { isDeliberateGraphQLError } from './engine/deliberateError.js'
-import { withoutHttp } from './engine/operationResults.js'
+import { callerRefusalResult } from './engine/deliberateError.js'
 import { newRequestState, type RequestState } from './engine/requestState.js'
 import type { GraphQLContext, TollboothGraphQLOptions, TollboothPlugin } from './options.js'
 
@@ -18,9 +17,8 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
 ): TollboothPlugin {
   // The callbacks get the context the server built, which is the TContext they were typed for. Over graphql-ws,
   // Yoga's context has no `request`: a refusal's status and headers would only reach the client as data.
-  const engine = new AdmissionEngine(options as unknown as TollboothGraphQLOptions, {
-    overHttp: (context) => context.request !== undefined,
-  })
+  const overHttp = (context: GraphQLContext | undefined) => context?.request !== undefined
+  const engine = new AdmissionEngine(options as unknown as TollboothGraphQLOptions, { overHttp })
   /**
    * Each HTTP request's state is kept on Yoga's server context (per request; a batch's operations each get a
    * context whose prototype is it) under a symbol of the plugin's own, not in a WeakMap keyed by the request:
@@ -43,12 +41,11 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
    * socket for (4500). Anything else is left to the server, which masks and logs it.
    */
   const admit = (args: ExecutionArgs, stop: (result: ExecutionResult) => void) => {
-    if ((args.contextValue as GraphQLContext | undefined)?.request !== undefined) {
+    if (overHttp(args.contextValue as GraphQLContext | undefined)) {
       return engine.admit(args, requestState(args.contextValue), stop)
     }
     const refused = (error: unknown): undefined => {
-      if (!isDeliberateGraphQLError(error)) throw error
-      stop({ errors: [withoutHttp(error)] })
+      stop(callerRefusalResult(error))
       return undefined
     }
     try {

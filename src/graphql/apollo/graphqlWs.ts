@@ -15,7 +15,7 @@ import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys } from '../../core/knownOptions.js'
 import { isOptionsObject } from '../../core/validate.js'
 import type { AdmissionEngine } from '../engine/admissionEngine.js'
-import { isDeliberateGraphQLError } from '../engine/deliberateError.js'
+import { callerRefusalResult } from '../engine/deliberateError.js'
 import { withoutHttp, withoutHttpErrors } from '../engine/operationResults.js'
 import { isAsyncIterable, type SubscriptionHooks } from '../engine/subscriptionAdmission.js'
 import type { ParseFunction } from '../options.js'
@@ -157,8 +157,7 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
     try {
       return await engine.admit(args, undefined, stop)
     } catch (error) {
-      if (!isDeliberateGraphQLError(error)) throw error
-      stop({ errors: [error] })
+      stop(callerRefusalResult(error))
       return undefined
     }
   }

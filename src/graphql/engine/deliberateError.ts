@@ -1,4 +1,5 @@
-import { GraphQLError } from 'graphql'
+import { type ExecutionResult, GraphQLError } from 'graphql'
+import { withoutHttp } from './operationResults.js'
 
 /**
  * Whether `error` is a GraphQLError the application raised on purpose: one that wraps no other error, or wraps only
@@ -16,4 +17,14 @@ export function isDeliberateGraphQLError(error: unknown): error is GraphQLError 
     current = current.originalError
   }
   return false
+}
+
+/**
+ * The result that answers an operation `identify` or `limiter` refused with `error`, where there is no HTTP response
+ * to carry its status (graphql-ws, Envelop on its own): the error, without `extensions.http`. Throws `error` itself
+ * when it is not deliberate, for the server to handle as any unexpected failure.
+ */
+export function callerRefusalResult(error: unknown): ExecutionResult {
+  if (!isDeliberateGraphQLError(error)) throw error
+  return { errors: [withoutHttp(error)] }
 }
