@@ -37,7 +37,7 @@ export interface RateAlgorithm {
   readonly windowSeconds: number
   /** Units that come back per second (refill or drain rate; a window's limit over its length). */
   readonly restorePerSecond: number
-  /** Store arguments for a consume or refund of `amount` (and a peek, with amount 1). */
+  /** Store arguments for a consume, debit or refund of `amount` (and a peek, with amount 1). */
   args(amount: number): readonly number[]
 }
 
@@ -109,6 +109,28 @@ export class RateLimiter extends LimiterBase {
     validAmount(this.algorithm, 'amount', amount)
     this.denyCache?.forget(key)
     return (await this.run(this.request('refund', key, amount), amount)).decision
+  }
+
+  /**
+   * Takes `amount` units for work that already happened, whatever is left: into debt if need be, but never more
+   * than one quota of it (a token bucket owes at most its capacity, a window its limit). While the key owes, its
+   * consumes are refused, with a Retry-After that covers the debt. `allowed` says whether the budget held the
+   * amount without going into debt. For charges that cannot be refused any more: a response that cost more than
+   * its estimate, an event already computed.
+   */
+  async debit(key: string, amount: number): Promise<Decision> {
+    validKey(this.algorithm, key)
+    validAmount(this.algorithm, 'amount', amount)
+    return (await this.run(this.request('debit', key, amount), amount)).decision
+  }
+
+  /** @internal A `debit` applied synchronously when the store is in memory; undefined when it is remote. */
+  debitNow(key: string, amount: number): Decision | undefined {
+    const memory = this.memoryStore
+    if (memory === undefined) return undefined
+    validKey(this.algorithm, key)
+    validAmount(this.algorithm, 'amount', amount)
+    return this.runInMemory(memory, this.request('debit', key, amount), amount)
   }
 
   /** Forgets everything about `key`: the next request starts with a full budget. */

@@ -76,30 +76,51 @@ describe('Lua and TypeScript twins decide alike', () => {
     await memory.close()
   })
 
-  it.each(rateLimiters)('%s', async (label, create, quota) => {
-    for (const seed of [1, 2, 3]) {
-      const next = random(seed * 7919 + label.length)
-      const name = `parity-${label.replace(/\W/g, '')}-${seed}`
-      const onMemory = create(memory.store, name)
-      const onRedis = create(redis.store, name)
-      for (let i = 0; i < 150; i++) {
-        // Advance by a random number of microseconds, sometimes not at all, sometimes across windows.
-        clock.advance((next() < 0.3 ? 0 : next() ** 3 * 3000) + Math.floor(next() * 1000) / 1000)
-        const key = `k${Math.floor(next() * 3)}`
-        const roll = next()
-        // Whole costs mostly; fractional and above-quota ones sometimes.
-        const amount = roll < 0.1 ? quota + 1 : roll < 0.2 ? 0.5 + next() * 2 : 1 + Math.floor(next() * 3)
-        const op = roll < 0.6 ? 'consume' : roll < 0.8 ? 'refund' : 'peek'
-        const call = (limiter: RateLimiter): Promise<Decision> =>
-          op === 'consume'
-            ? limiter.consume(key, amount)
+  /** One random operation: which, and with what amount. */
+  type Pick = (next: () => number, quota: number) => { op: string; amount: number }
+
+  /** Ordinary traffic: consumes mostly, whole costs mostly; fractional and above-quota ones sometimes. */
+  const ordinary: Pick = (next, quota) => {
+    const roll = next()
+    const amount = roll < 0.1 ? quota + 1 : roll < 0.2 ? 0.5 + next() * 2 : 1 + Math.floor(next() * 3)
+    return { op: roll < 0.5 ? 'consume' : roll < 0.65 ? 'debit' : roll < 0.8 ? 'refund' : 'peek', amount }
+  }
+  /** A budget driven into debt and up to its cap: large debits, with consumes, refunds and peeks between them. */
+  const inDebt: Pick = (next, quota) => {
+    const roll = next()
+    const amount = roll < 0.45 ? quota * (0.5 + next()) : 1 + Math.floor(next() * 3)
+    return { op: roll < 0.45 ? 'debit' : roll < 0.7 ? 'consume' : roll < 0.8 ? 'refund' : 'peek', amount }
+  }
+
+  async function replay(label: string, create: RateFactory, quota: number, pick: Pick, seed: number) {
+    const next = random(seed * 7919 + label.length)
+    const name = `parity-${label.replace(/\W/g, '')}-${seed}`
+    const onMemory = create(memory.store, name)
+    const onRedis = create(redis.store, name)
+    for (let i = 0; i < 150; i++) {
+      // Advance by a random number of microseconds, sometimes not at all, sometimes across windows.
+      clock.advance((next() < 0.3 ? 0 : next() ** 3 * 3000) + Math.floor(next() * 1000) / 1000)
+      const key = `k${Math.floor(next() * 3)}`
+      const { op, amount } = pick(next, quota)
+      const call = (limiter: RateLimiter): Promise<Decision> =>
+        op === 'consume'
+          ? limiter.consume(key, amount)
+          : op === 'debit'
+            ? limiter.debit(key, amount)
             : op === 'refund'
               ? limiter.refund(key, amount)
               : limiter.peek(key)
-        const [fromMemory, fromRedis] = [await call(onMemory), await call(onRedis)]
-        expect({ step: i, seed, op, ...fromRedis }).toEqual({ step: i, seed, op, ...fromMemory })
-      }
+      const [fromMemory, fromRedis] = [await call(onMemory), await call(onRedis)]
+      expect({ step: i, seed, op, ...fromRedis }).toEqual({ step: i, seed, op, ...fromMemory })
     }
+  }
+
+  it.each(rateLimiters)('%s', async (label, create, quota) => {
+    for (const seed of [1, 2, 3]) await replay(label, create, quota, ordinary, seed)
+  })
+
+  it.each(rateLimiters)('%s, in debt', async (label, create, quota) => {
+    for (const seed of [4, 5, 6]) await replay(`${label} in debt`, create, quota, inDebt, seed)
   })
 
   it('allOf: token bucket + fixed window + sliding window, all or nothing', async () => {

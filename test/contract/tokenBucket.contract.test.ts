@@ -77,6 +77,33 @@ describe.each(storeKinds)('tokenBucket on the %s store', (kind) => {
     await ctx.checkTtls()
   })
 
+  it('debit takes what is left and goes into debt for the rest: consumes wait until it is paid back', async () => {
+    const limiter = bucket(5)
+    expect((await limiter.debit('k', 2)).allowed).toBe(true)
+    expect((await limiter.peek('k')).remaining).toBe(3)
+    // 3 left, 4 taken: 1 owed. A unit is back in 1 s, so the next consume fits once 2 s have passed.
+    expect(await limiter.debit('k', 4)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 2000 })
+    await ctx.checkTtls()
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, retryAfterMs: 2000 })
+    ctx.clock.advance(1999)
+    expect((await limiter.consume('k')).allowed).toBe(false)
+    ctx.clock.advance(1)
+    expect(await countAllowed(3, () => limiter.consume('k'))).toBe(1)
+  })
+
+  it('debit owes at most the capacity, however much is taken', async () => {
+    const limiter = bucket(5)
+    // 1,000 taken from a full bucket of 5: it owes 5, so a consume of 1 fits after 6 s.
+    expect(await limiter.debit('k', 1000)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 6000 })
+    expect((await limiter.debit('k', 1000)).retryAfterMs).toBe(6000)
+    ctx.clock.advance(5999)
+    expect((await limiter.consume('k')).allowed).toBe(false)
+    ctx.clock.advance(1)
+    expect(await countAllowed(2, () => limiter.consume('k'))).toBe(1)
+    ctx.clock.advance(5000)
+    expect(await countAllowed(6, () => limiter.consume('k'))).toBe(5)
+  })
+
   it('reset gives a full bucket back', async () => {
     const limiter = bucket(2)
     await limiter.consume('k', 2)

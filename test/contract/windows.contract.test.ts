@@ -38,6 +38,35 @@ describe.each(storeKinds)('fixedWindow on the %s store', (kind) => {
     expect((await window.consume('k', 10)).allowed).toBe(true)
   })
 
+  it('debit goes into debt for what the window no longer holds, and the debt carries into the next window', async () => {
+    const window = limiter(3)
+    ctx.clock.at(9_000)
+    expect((await window.consume('k', 2)).remaining).toBe(1)
+    // 1 left, 3 taken: 2 owed, carried into the next window, which then has room for 1.
+    expect(await window.debit('k', 3)).toMatchObject({
+      allowed: false,
+      remaining: 0,
+      retryAfterMs: 1000,
+      resetMs: 11_000,
+    })
+    await ctx.checkTtls()
+    expect((await window.consume('k')).allowed).toBe(false)
+    ctx.clock.at(10_000)
+    expect(await countAllowed(3, () => window.consume('k'))).toBe(1)
+    ctx.clock.at(20_000)
+    expect(await countAllowed(4, () => window.consume('k'))).toBe(3)
+  })
+
+  it('debit owes at most the limit: a whole window, however much is taken', async () => {
+    const window = limiter(3)
+    ctx.clock.at(0)
+    expect(await window.debit('k', 1000)).toMatchObject({ allowed: false, retryAfterMs: 20_000 })
+    ctx.clock.at(10_000)
+    expect((await window.consume('k')).allowed).toBe(false)
+    ctx.clock.at(20_000)
+    expect(await countAllowed(4, () => window.consume('k'))).toBe(3)
+  })
+
   it('reset starts the window over', async () => {
     const window = limiter(1)
     await window.consume('k')
@@ -81,6 +110,31 @@ describe.each(storeKinds)('slidingWindow on the %s store', (kind) => {
     ctx.clock.at(15_000)
     // The previous window held exactly 5 (not 105): at 50% it weighs 2.5, leaving room for 2.
     expect(await countAllowed(5, () => window.consume('k'))).toBe(2)
+  })
+
+  it('debit goes into debt: consumes wait until the count has slid back under the limit', async () => {
+    const window = limiter(10)
+    ctx.clock.at(0)
+    expect((await window.consume('k', 4)).remaining).toBe(6)
+    // 14 counted against 10: a unit fits once 14 × (1 − t) + 1 ≤ 10 in the next window, t = 5/14 (13,571.4 ms).
+    expect(await window.debit('k', 10)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 13_572 })
+    await ctx.checkTtls()
+    ctx.clock.at(13_571)
+    expect((await window.consume('k')).allowed).toBe(false)
+    ctx.clock.at(13_572)
+    expect(await countAllowed(2, () => window.consume('k'))).toBe(1)
+  })
+
+  it('debit owes at most the limit: the estimate stops at twice the limit', async () => {
+    const window = limiter(10)
+    ctx.clock.at(0)
+    // 20 counted: a unit fits once 20 × (1 − t) + 1 ≤ 10, t = 11/20, 15.5 s from now.
+    expect(await window.debit('k', 1000)).toMatchObject({ allowed: false, retryAfterMs: 15_500 })
+    expect((await window.debit('k', 1000)).retryAfterMs).toBe(15_500)
+    ctx.clock.at(15_499)
+    expect((await window.consume('k')).allowed).toBe(false)
+    ctx.clock.at(15_500)
+    expect(await countAllowed(2, () => window.consume('k'))).toBe(1)
   })
 
   it('refunds the current window only, never below zero', async () => {

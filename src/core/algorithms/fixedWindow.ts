@@ -5,7 +5,11 @@ import { reply, type Step, toMs } from './step.js'
  * Fixed window counter. Windows are aligned on the epoch (`floor(now / window)`), so every instance agrees on where a
  * window starts. State: `[windowIndex, count]`; the key expires when its window ends.
  *
- * args: `[windowUs, limit, amount]` (amount: the cost to consume or refund; 1 for peek).
+ * `debit` takes its amount whatever is left, into debt if need be: the count may reach twice the limit (a budget
+ * owes at most its limit), and what it holds above the limit is carried into the next window, so a debt made late
+ * in a window is not forgiven when the window turns.
+ *
+ * args: `[windowUs, limit, amount]` (amount: the cost to consume, debit or refund; 1 for peek).
  */
 export type WindowCountState = readonly [number, number]
 
@@ -20,33 +24,77 @@ export function fixedWindowStep(
   const amount = args[2] as number
   const index = Math.floor(now / window)
   const untilEnd = (index + 1) * window - now
-  const count = state !== undefined && state[0] === index ? state[1] : 0
+  const count = countNow(state, index, limit)
   switch (op) {
     case 'consume': {
       const next = count + amount
-      if (next > limit) return { reply: reply(false, Math.floor(limit - count), untilEnd, untilEnd, 0) }
+      if (next > limit) {
+        const retry = retryAfter(count, amount, limit, window, untilEnd)
+        return {
+          reply: reply(false, Math.floor(limit - count), lifetime(count, limit, window, untilEnd), retry, 0),
+        }
+      }
       return {
         reply: reply(true, Math.floor(limit - next), untilEnd, 0, 0),
         next: { state: [index, next], ttlMs: toMs(untilEnd) },
       }
     }
-    case 'peek':
-      return { reply: countReply(count, limit, untilEnd) }
-    case 'refund': {
-      if (count === 0) return { reply: countReply(0, limit, untilEnd) }
-      const next = Math.max(0, count - amount)
-      if (next === 0) return { reply: countReply(0, limit, untilEnd), next: 'delete' }
+    case 'debit': {
+      const next = Math.min(count + amount, 2 * limit)
+      const fits = count + amount <= limit
+      const lasts = lifetime(next, limit, window, untilEnd)
       return {
-        reply: countReply(next, limit, untilEnd),
-        next: { state: [index, next], ttlMs: toMs(untilEnd) },
+        reply: reply(
+          fits,
+          Math.floor(limit - next),
+          lasts,
+          fits ? 0 : retryAfter(next, 1, limit, window, untilEnd),
+          0,
+        ),
+        next: { state: [index, next], ttlMs: toMs(lasts) },
+      }
+    }
+    case 'peek':
+      return { reply: countReply(count, limit, window, untilEnd) }
+    case 'refund': {
+      if (count === 0) return { reply: countReply(0, limit, window, untilEnd) }
+      const next = Math.max(0, count - amount)
+      if (next === 0) return { reply: countReply(0, limit, window, untilEnd), next: 'delete' }
+      return {
+        reply: countReply(next, limit, window, untilEnd),
+        next: { state: [index, next], ttlMs: toMs(lifetime(next, limit, window, untilEnd)) },
       }
     }
     default:
-      throw invalidArgument('fixedWindow', 'op', "'consume', 'peek' or 'refund'", op)
+      throw invalidArgument('fixedWindow', 'op', "'consume', 'debit', 'peek' or 'refund'", op)
   }
 }
 
-function countReply(count: number, limit: number, untilEnd: number) {
+/** The count of the current window: its own, or what the previous window held above the limit (a debt). */
+function countNow(state: WindowCountState | undefined, index: number, limit: number): number {
+  if (state === undefined) return 0
+  if (state[0] === index) return state[1]
+  if (state[0] === index - 1 && state[1] > limit) return state[1] - limit
+  return 0
+}
+
+/** Microseconds until a count is gone: the window's end, or the next one's for a count above the limit. */
+function lifetime(count: number, limit: number, window: number, untilEnd: number): number {
+  return count > limit ? untilEnd + window : untilEnd
+}
+
+/** Microseconds until `amount` fits: the next window, or the one after when the debt carried over leaves no room. */
+function retryAfter(count: number, amount: number, limit: number, window: number, untilEnd: number): number {
+  return Math.max(0, count - limit) + amount > limit ? untilEnd + window : untilEnd
+}
+
+function countReply(count: number, limit: number, window: number, untilEnd: number) {
   const allowed = count + 1 <= limit
-  return reply(allowed, Math.floor(limit - count), count > 0 ? untilEnd : 0, allowed ? 0 : untilEnd, 0)
+  return reply(
+    allowed,
+    Math.floor(limit - count),
+    count > 0 ? lifetime(count, limit, window, untilEnd) : 0,
+    allowed ? 0 : retryAfter(count, 1, limit, window, untilEnd),
+    0,
+  )
 }

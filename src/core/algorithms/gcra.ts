@@ -5,9 +5,12 @@ import { reply, type Step, toMs } from './step.js'
  * GCRA (generic cell rate algorithm), the token bucket with one stored value per key: the theoretical arrival time
  * (TAT) in microseconds. Token bucket and leaky bucket both run it; the leaky bucket reads `delayMs` from it.
  *
- * args: `[emissionUs, burstUs, amountUs]` — time to refill one unit, capacity × emission, and for consume/refund the
- * time the request's cost adds or gives back (cost × emission). All integers, computed once by the limiter, so the
- * arithmetic here and in Lua is exact.
+ * args: `[emissionUs, burstUs, amountUs]` — time to refill one unit, capacity × emission, and for consume, debit and
+ * refund the time the request's cost adds or gives back (cost × emission). All integers, computed once by the
+ * limiter, so the arithmetic here and in Lua is exact.
+ *
+ * `debit` takes its amount whatever is left, into debt if need be: the TAT may run up to one burst past a full
+ * bucket's (a budget owes at most its capacity), and consumes are refused until the debt is paid back.
  */
 export type GcraState = number
 
@@ -41,6 +44,17 @@ export function gcraStep(
         next: { state: next, ttlMs: toMs(next - now) },
       }
     }
+    case 'debit': {
+      const wanted = base + amount
+      const next = Math.min(wanted, now + 2 * burst)
+      // allowed: the budget held the amount without going into debt.
+      const fits = wanted - now <= burst
+      const wait = next + emission - now - burst
+      return {
+        reply: reply(fits, Math.floor((burst - (next - now)) / emission), next - now, fits ? 0 : wait, 0),
+        next: { state: next, ttlMs: toMs(next - now) },
+      }
+    }
     case 'peek':
       return { reply: peekReply(base, now, emission, burst) }
     case 'refund': {
@@ -51,7 +65,7 @@ export function gcraStep(
       return { reply: peekReply(next, now, emission, burst), next: { state: next, ttlMs: toMs(next - now) } }
     }
     default:
-      throw invalidArgument('gcra', 'op', "'consume', 'peek' or 'refund'", op)
+      throw invalidArgument('gcra', 'op', "'consume', 'debit', 'peek' or 'refund'", op)
   }
 }
 

@@ -6,7 +6,10 @@ import { reply, type Step, toMs } from './step.js'
  * the current fixed window plus the previous window's count weighted by how much of it still overlaps the sliding
  * window. State: `[windowIndex, current, previous]`; the key lives until the current window stops overlapping.
  *
- * args: `[windowUs, limit, amount]` (amount: the cost to consume or refund; 1 for peek).
+ * `debit` takes its amount whatever is left, into debt if need be: the estimate may reach twice the limit (a budget
+ * owes at most its limit), and consumes are refused until it has slid back under the limit.
+ *
+ * args: `[windowUs, limit, amount]` (amount: the cost to consume, debit or refund; 1 for peek).
  */
 export type SlidingWindowState = readonly [number, number, number]
 
@@ -52,6 +55,22 @@ export function slidingWindowStep(
         next: { state: [index, next, previous], ttlMs },
       }
     }
+    case 'debit': {
+      const taken = Math.min(amount, Math.max(0, 2 * limit - estimate))
+      const next = current + taken
+      const fits = estimate + amount <= limit
+      const retry = fits ? 0 : retryAfter(next, previous, 1, limit, window, elapsed)
+      return {
+        reply: reply(
+          fits,
+          Math.floor(limit - estimate - taken),
+          resetAfter(next, previous, window, elapsed),
+          retry,
+          0,
+        ),
+        next: { state: [index, next, previous], ttlMs },
+      }
+    }
     case 'peek':
       return { reply: estimateReply(estimate, current, previous, limit, window, elapsed) }
     case 'refund': {
@@ -63,7 +82,7 @@ export function slidingWindowStep(
       return { reply: result, next: { state: [index, next, previous], ttlMs } }
     }
     default:
-      throw invalidArgument('slidingWindow', 'op', "'consume', 'peek' or 'refund'", op)
+      throw invalidArgument('slidingWindow', 'op', "'consume', 'debit', 'peek' or 'refund'", op)
   }
 }
 

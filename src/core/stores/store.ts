@@ -10,7 +10,7 @@ export type AlgorithmName = 'gcra' | 'fixedWindow' | 'slidingWindow' | 'concurre
 /** One atomic step on one key. */
 export interface StoreRequest {
   readonly algorithm: AlgorithmName
-  /** The operation: `consume`, `peek`, `refund` (all algorithms but concurrency), `acquire`, `release`, `renew`. */
+  /** The operation: `consume`, `debit`, `peek`, `refund` (all algorithms but concurrency), `acquire`, `release`, `renew`. */
   readonly op: string
   /** Name of the limiter; keeps limiters that share a store apart. */
   readonly limiter: string

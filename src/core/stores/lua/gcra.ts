@@ -1,6 +1,6 @@
 /**
  * Lua twin of `algorithms/gcra.ts`. The key holds the theoretical arrival time (TAT, µs).
- * a1: emission interval µs · a2: burst tolerance µs · a3: µs the cost adds (consume) or gives back (refund).
+ * a1: emission interval µs · a2: burst tolerance µs · a3: µs the cost adds (consume, debit) or gives back (refund).
  */
 export const gcraFunction = `
 local function gcra(key, op, now, a1, a2, a3)
@@ -26,6 +26,14 @@ local function gcra(key, op, now, a1, a2, a3)
       return reply(false, math.floor((burst - (base - now)) / emission), base - now, next_tat - now - burst, 0)
     end
     return reply(true, math.floor((burst - (next_tat - now)) / emission), next_tat - now, 0, base - now), save(next_tat)
+  elseif op == 'debit' then
+    -- taken whatever is left: at most one burst of debt past a full bucket
+    local wanted = base + amount
+    local next_tat = math.min(wanted, now + 2 * burst)
+    local fits = wanted - now <= burst
+    local wait = 0
+    if not fits then wait = next_tat + emission - now - burst end
+    return reply(fits, math.floor((burst - (next_tat - now)) / emission), next_tat - now, wait, 0), save(next_tat)
   elseif op == 'peek' then
     return peek_reply(base)
   elseif op == 'refund' then

@@ -1,7 +1,7 @@
 /**
  * Lua twin of `algorithms/slidingWindow.ts`. The key is a hash { w = window index, c = current count, p = previous
  * window's count }. The arithmetic is written in the same order as the TypeScript so both round alike.
- * a1: window µs · a2: limit · a3: amount to consume or refund (1 for peek).
+ * a1: window µs · a2: limit · a3: amount to consume, debit or refund (1 for peek).
  */
 export const slidingWindowFunction = `
 local function sliding_window(key, op, now, a1, a2, a3)
@@ -53,6 +53,14 @@ local function sliding_window(key, op, now, a1, a2, a3)
       return reply(false, math.floor(limit - estimate), reset_after(current, previous), retry, 0)
     end
     return reply(true, math.floor(limit - estimate - amount), 2 * window - elapsed, 0, 0), save(current + amount, previous)
+  elseif op == 'debit' then
+    -- taken whatever is left: at most one limit of debt
+    local taken = math.min(amount, math.max(0, 2 * limit - estimate))
+    local next_count = current + taken
+    local fits = estimate + amount <= limit
+    local retry = 0
+    if not fits then retry = retry_after(next_count, previous, 1) end
+    return reply(fits, math.floor(limit - estimate - taken), reset_after(next_count, previous), retry, 0), save(next_count, previous)
   elseif op == 'peek' then
     return estimate_reply(estimate, current, previous)
   elseif op == 'refund' then
