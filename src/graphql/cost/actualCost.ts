@@ -102,8 +102,11 @@ const NO_FIELDS: readonly PricedField[] = []
 /**
  * The cost of what a response really holds, in the same model as the estimate: each object returned costs its
  * weight, lists count their real items (an empty one its weight once), leaves their weight, weighted arguments
- * what was given, root mutation fields `mutationCost`. Nulls cost nothing: work an error nulled is not in the
- * response, and `hidesWork` tells the plugin when to charge it anyway. Used to refund `estimate − actual`.
+ * what was given, root mutation fields `mutationCost`. A field whose key is in the response ran its resolver, and
+ * pays its weight whatever it answered: a value, null, or an error of its own (a null in a list counts as an item).
+ * What never ran is absent from the response (below a null, under `@skip`) and costs nothing. An error that nulled
+ * more than its own field hides work that ran: `hidesWork` tells the engine to charge that anyway. Used to settle
+ * `actual − estimate`: a refund, or a debit for a response that cost more than its estimate.
  *
  * Fields merge as the estimate merges them (fieldCollection.ts). Each field is priced with the definition of the
  * object's concrete type, known from `__typename` or from a single possible type, and with the definitions it was
@@ -177,7 +180,7 @@ export class ResponsePlan {
     let total = 0
     for (const field of fields) {
       const value = object[field.responseKey]
-      // A field that ran keeps its fixed part (a mutation that answered null still ran); its null value is free.
+      // Absent: it never ran. Present, it ran: its fixed part and its weight, even for a null.
       if (value === undefined) continue
       if (field.single) {
         total += field.fixed + this.valueCost(field.child, field.weight, value, memo)
@@ -220,7 +223,8 @@ export class ResponsePlan {
     value: unknown,
     memo: Memo | undefined,
   ): number {
-    if (value === null) return 0
+    // A null in the response ran its resolver all the same (it answered null, or raised its own error): its weight.
+    if (value === null) return weight
     if (Array.isArray(value)) {
       // An empty list still ran its resolver: its own weight, as the estimate of a list of size 0.
       if (value.length === 0) return weight
@@ -445,7 +449,8 @@ function pricedField(field: CountedField, prices: readonly Price[]): PricedField
 
 /** The number of values a field's value holds: objects (or leaves) at any list depth, an empty list counting once. */
 function countValues(value: unknown, holdsObjects: boolean): number {
-  if (value === null) return 0
+  // A null ran its resolver: it counts as one value, as an object that came back empty would.
+  if (value === null) return 1
   if (!Array.isArray(value)) return !holdsObjects || typeof value === 'object' ? 1 : 0
   // An empty list still ran its resolver: its own weight, as the estimate of a list of size 0.
   if (value.length === 0) return 1

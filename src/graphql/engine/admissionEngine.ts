@@ -403,10 +403,9 @@ export class AdmissionEngine {
   }
 
   /**
-   * After execution: refund what the response did not use, report, add `extensions.cost` and note the headers in
-   * the request's state. An operation pays its actual cost but never more than it was charged: the estimate is
-   * what admission checked against the budget, so an estimate that was too low is reported (`actualQueryCost`
-   * above it, the metrics), not billed afterwards.
+   * After execution: settle the charge at what the response really cost — a refund of what it did not use, or a
+   * debit of what it cost above the estimate (into debt if need be: the caller's next operations wait until it is
+   * paid back) — then report, add `extensions.cost` and note the headers in the request's state.
    */
   settle(
     admission: Admission,
@@ -419,30 +418,28 @@ export class AdmissionEngine {
   ): ExecutionResult {
     const { config } = this
     const { cost, decision, limiter, state } = admission
-    const actual = actualCost(admission, result.data, executionErrors, config.minCost)
-    const refund = charged(decision) ? cost - Math.min(cost, actual) : 0
-    if (refund > 0 && limiter.refundNow?.(admission.identity, refund) === undefined) {
-      // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
-      limiter.refund(admission.identity, refund).catch(() => {})
-    }
-    const currentlyAvailable = Math.min(limiter.limit, decision.remaining + refund)
+    const { paid, balance } = settleCharge(
+      admission,
+      actualCost(admission, result.data, executionErrors, config.minCost),
+    )
+    const currentlyAvailable = Math.min(limiter.limit, decision.remaining + balance)
     config.onOperation?.(
       operationEvent(config, admission.operation, cost, admission.wouldRefuse, decision, {
-        actualCost: actual,
+        actualCost: paid,
       }),
     )
     if (state !== undefined && config.headers) {
-      // The headers describe the budget after the refund; a bucket refilled by `refund` is full that much sooner.
+      // The headers describe the budget after settlement: a token bucket is full that much sooner or later.
       // In dry-run the operation ran: no Retry-After, whatever the decision.
       const resetMs =
         limiter.algorithm === 'tokenBucket'
-          ? Math.max(0, decision.resetMs - Math.floor((refund * 1000) / limiter.restorePerSecond))
+          ? Math.max(0, decision.resetMs - Math.floor((balance * 1000) / limiter.restorePerSecond))
           : decision.resetMs
       // Written out rather than spread from `decision`: a literal of fixed shape costs a fraction of a copy.
       const after: Decision = {
         allowed: true,
         limit: decision.limit,
-        remaining: Math.floor(currentlyAvailable),
+        remaining: Math.max(0, Math.floor(currentlyAvailable)),
         resetMs,
         retryAfterMs: 0,
         delayMs: decision.delayMs,
@@ -454,10 +451,11 @@ export class AdmissionEngine {
       state.rateLimitPolicy = fields['RateLimit-Policy']
     }
     if (!config.costExtension) return result
-    const extension: CostExtension = { requestedQueryCost: cost, actualQueryCost: actual }
+    const extension: CostExtension = { requestedQueryCost: cost, actualQueryCost: paid }
     if (config.exposeLimits) {
       extension.throttleStatus = {
         maximumAvailable: limiter.limit,
+        // Below 0 while the caller owes for a response that cost more than its estimate.
         currentlyAvailable: Math.floor(currentlyAvailable),
         restoreRate: limiter.restorePerSecond,
       }
@@ -465,6 +463,31 @@ export class AdmissionEngine {
     if (admission.wouldRefuse !== undefined) extension.wouldRefuse = admission.wouldRefuse
     return withCostExtension(result, extension)
   }
+}
+
+/**
+ * Brings what the operation paid from its estimate to `actual`: a refund of the difference, or a debit of what it
+ * cost above the estimate, into debt of at most the budget's quota (as the store keeps it). Answers what the
+ * operation paid in the end, and what went back to the budget (negative for a debit); `paid` is `actual` unless
+ * the debt would pass that bound, and nothing goes back when admission spent nothing from the store (a fail-open
+ * decision).
+ */
+function settleCharge(admission: Admission, actual: number): { paid: number; balance: number } {
+  const { cost, decision, limiter, identity } = admission
+  // A free operation was only peeked at: the store answered, so what it cost above 0 is billed all the same.
+  const spentFromStore = charged(decision) || (cost === 0 && decision.source === 'store')
+  if (!spentFromStore || actual === cost) return { paid: actual, balance: 0 }
+  if (actual < cost) {
+    const refund = cost - actual
+    // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
+    if (limiter.refundNow?.(identity, refund) === undefined) limiter.refund(identity, refund).catch(() => {})
+    return { paid: actual, balance: refund }
+  }
+  const overage = Math.min(actual - cost, decision.remaining + limiter.limit)
+  if (overage <= 0) return { paid: cost, balance: 0 }
+  // The same for the debit; sent before the response is, so the caller's next operation finds it made.
+  if (limiter.debitNow?.(identity, overage) === undefined) limiter.debit(identity, overage).catch(() => {})
+  return { paid: cost + overage, balance: -overage }
 }
 
 /**

@@ -47,6 +47,12 @@ const typeDefs = /* GraphQL */ `
     item(id: ID!): Item
     "A Float slicing argument: 1e309 reads as Infinity."
     tags(first: Float = 10): [String!]! @listSize(slicingArguments: ["first"])
+    "Does its dear work, then throws."
+    expensive(n: Int!): Int @cost(weight: 100)
+    "Looks hard for the id, then answers null."
+    lookup(id: ID!): Item @cost(weight: 50)
+    "The resolver of the review: null means no limit, and a negative first slices from the end."
+    users(first: Int = 10): [Item!]! @listSize(slicingArguments: ["first"])
   }
   type Mutation {
     login(email: String!): Session
@@ -56,6 +62,7 @@ const typeDefs = /* GraphQL */ `
 `
 
 const ALL_MESSAGES = 500
+const ALL_USERS = 1000
 
 function item(id: number) {
   return { id: `i${id}` }
@@ -90,6 +97,16 @@ function createServerSchema(calls: Record<string, number>) {
         overflow: () => counted('overflow', items(50)),
         item: (_: unknown, { id }: { id: string }) => counted('item', { id }),
         tags: () => counted('tags', Array.from({ length: 1000 }, String)),
+        expensive: () => {
+          count('expensive')
+          throw new Error('expensive failed after its work')
+        },
+        lookup: () => counted('lookup', null),
+        users: (_: unknown, { first }: { first: number | null }) => {
+          count('users')
+          const all = Array.from({ length: ALL_USERS }, (_, i) => item(i))
+          return first === null ? all : all.slice(0, first)
+        },
       },
       Item: {
         children: (_: unknown, { first }: { first: number }) => counted('children', items(first)),
@@ -160,26 +177,88 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
       expect((await limiter.peek(CLIENT)).remaining).toBe(90)
     })
 
-    it('a nullable field whose own resolver threw ran nothing below it: that part is refunded', async () => {
+    it('a nullable field whose own resolver threw pays its weight; what never ran below it is refunded', async () => {
       const limiter = budget(1000)
       const server = await start({ limiter })
-      // items 3 × 1 = 3; maybe: 1 + children 4 × 1 = 5. Only the 3 items came back, and nothing ran below maybe.
+      // items 3 × 1 = 3; maybe: 1 + children 4 × 1 = 5. maybe ran (and threw): its weight, 1; nothing ran below it.
       const reply = await server.post('{ items(first: 3) { id } maybe { children(first: 4) { id } } }')
       expect(reply.body.data).toEqual({ items: [item(0), item(1), item(2)], maybe: null })
       expect(reply.body.errors?.map((error) => error.path)).toEqual([['maybe']])
       expect(server.calls).toEqual({ items: 1, maybe: 1 })
-      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 8, actualQueryCost: 3 })
-      expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 3)
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 8, actualQueryCost: 4 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 4)
     })
 
-    it('a root mutation field that ran and answered null pays its mutationCost, not its subtree', async () => {
+    it('a root mutation field that ran and answered null pays its mutationCost and its weight, not its subtree', async () => {
       const limiter = budget(100)
       const server = await start({ limiter })
-      // login: (Session 1 + user 1) + mutation 10 = 12 requested; it answered null: 10.
+      // login: (Session 1 + user 1) + mutation 10 = 12 requested; it answered null: Session 1 + mutation 10.
       const reply = await server.post('mutation { login(email: "nobody@example.com") { token user { id } } }')
       expect(reply.body.data).toEqual({ login: null })
-      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 12, actualQueryCost: 10 })
-      expect((await limiter.peek(CLIENT)).remaining).toBe(90)
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 12, actualQueryCost: 11 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(89)
+    })
+  })
+
+  describe('a resolver that ran pays its weight, whatever it answered', () => {
+    it('200 weighted fields that throw and 200 that answer null, against 1,000 points: 10 and 20 run', async () => {
+      const throwing = budget(1000)
+      const first = await start({ limiter: throwing })
+      const thrown = await Promise.all(Array.from({ length: 200 }, () => first.post('{ expensive(n: 1) }')))
+      const ran = thrown.filter((reply) => reply.status === 200)
+      expect(ran).toHaveLength(10)
+      expect(thrown.filter((reply) => reply.status === 429)).toHaveLength(190)
+      expect(first.calls).toEqual({ expensive: 10 })
+      for (const reply of ran) {
+        expect(reply.body.errors?.map((error) => error.path)).toEqual([['expensive']])
+        expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 100, actualQueryCost: 100 })
+      }
+      expect((await throwing.peek(CLIENT)).remaining).toBe(0)
+
+      const nulls = budget(1000)
+      const second = await start({ limiter: nulls })
+      const looked = await Promise.all(
+        Array.from({ length: 200 }, () => second.post('{ lookup(id: "nope") { id } }')),
+      )
+      expect(looked.filter((reply) => reply.status === 200)).toHaveLength(20)
+      expect(second.calls).toEqual({ lookup: 20 })
+      expect(looked[0]?.body).toMatchObject({
+        data: { lookup: null },
+        extensions: { cost: { requestedQueryCost: 50, actualQueryCost: 50 } },
+      })
+    })
+  })
+
+  describe('a response that cost more than its estimate is billed, into debt', () => {
+    it('users(first: null) answered with 1,000 objects is charged 1,000; the debt shows, and the next request waits', async () => {
+      const limiter = budget(1000)
+      const server = await start({ limiter })
+      for (let spent = 0; spent < 5; spent++) await server.post('{ items(first: 100) { id } }')
+      expect((await limiter.peek(CLIENT)).remaining).toBe(500)
+      // Priced as if first were not given: defaultListSize, 10. It held 1,000: 990 more are debited.
+      const reply = await server.post('{ users(first: null) { id } }')
+      expect(reply.body.data.users).toHaveLength(ALL_USERS)
+      expect(reply.body.extensions?.cost).toMatchObject({
+        requestedQueryCost: 10,
+        actualQueryCost: 1000,
+        throttleStatus: { maximumAvailable: 1000, currentlyAvailable: 500 - 1000 },
+      })
+      // Owing 500, the next operation of 1 fits once 501 tokens are back: 50,100 s at 0.01 per second.
+      const next = await server.post('{ items(first: 1) { id } }')
+      expect(next.status).toBe(429)
+      const retryAfter = Number(next.headers.get('retry-after'))
+      expect(retryAfter).toBeGreaterThan(50_000)
+      expect(retryAfter).toBeLessThanOrEqual(50_100)
+      expect(server.calls).toEqual({ items: 5, users: 1 })
+    })
+
+    it('users(first: -1) answered with 999 objects is charged 999', async () => {
+      const limiter = budget(1000)
+      const server = await start({ limiter })
+      const reply = await server.post('{ users(first: -1) { id } }')
+      expect(reply.body.data.users).toHaveLength(ALL_USERS - 1)
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 999 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(1)
     })
   })
 
@@ -217,19 +296,28 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
       expect((await limiter.peek(CLIENT)).remaining).toBe(95)
     })
 
-    it('replayed: 200 requests of ten messages(last: -1) aliases run until the budget is spent, then are refused', async () => {
+    it('replayed: ten messages(last: -1) aliases run once, are billed what they returned, and the rest wait', async () => {
       const limiter = budget(300)
       const server = await start({ limiter })
       const aliases = Array.from({ length: 10 }, (_, i) => `m${i}: messages(last: -1) { id }`).join(' ')
-      const statuses: number[] = []
-      for (let round = 0; round < 20; round++) {
-        const replies = await Promise.all(Array.from({ length: 10 }, () => server.post(`{ ${aliases} }`)))
-        statuses.push(...replies.map((reply) => reply.status))
-      }
-      // last: -1 is priced as an unsliced call: the default size, 10 items, per alias: 100 per request, 3 of 300.
-      expect(statuses.filter((status) => status === 200)).toHaveLength(3)
-      expect(statuses.filter((status) => status === 429)).toHaveLength(197)
-      expect(server.calls).toEqual({ messages: 30 })
+      const replies = []
+      for (let attempt = 0; attempt < 50; attempt++) replies.push(await server.post(`{ ${aliases} }`))
+      // last: -1 is priced as an unsliced call, the default size: 10 items per alias, 100 in all. The resolver read
+      // it as "all but one": 499 items per alias, 4,990. The budget pays what it held, 300, and goes 300 into debt
+      // (at most one capacity): 600 in all. The next operation of 100 fits once 400 tokens are back: 40,000 s.
+      const [first, ...rest] = replies
+      expect(first?.status).toBe(200)
+      expect(first?.body.data.m0).toHaveLength(499)
+      expect(first?.body.extensions?.cost).toMatchObject({
+        requestedQueryCost: 100,
+        actualQueryCost: 600,
+        throttleStatus: { currentlyAvailable: -300 },
+      })
+      expect(rest.map((reply) => reply.status)).toEqual(rest.map(() => 429))
+      const retryAfter = Number(rest.at(-1)?.headers.get('retry-after'))
+      expect(retryAfter).toBeGreaterThan(39_000)
+      expect(retryAfter).toBeLessThanOrEqual(40_000)
+      expect(server.calls).toEqual({ messages: 10 })
     })
 
     it('a slicing argument of 0 or below is priced as if absent, and an empty list pays its weight', async () => {
@@ -303,8 +391,8 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
     })
   })
 
-  describe('an estimate that was too low is reported, not hidden', () => {
-    it('actualQueryCost says what the response cost; the charge stays the estimate; the metric counts it', async () => {
+  describe('an estimate that was too low is billed, and reported', () => {
+    it('actualQueryCost says what the response cost, the difference is debited, the metric counts it', async () => {
       const registry = new Registry()
       const metrics = createPrometheusMetrics({ registry })
       const limiter = budget(1000)
@@ -313,8 +401,8 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
       const reply = await server.post('{ overflow(first: 10) { id } }')
       expect(reply.body.data.overflow).toHaveLength(50)
       expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 50 })
-      // Charged what admission checked against the budget, never more.
-      expect((await limiter.peek(CLIENT)).remaining).toBe(990)
+      // Charged the estimate at the door, and the 40 it cost above it after the response.
+      expect((await limiter.peek(CLIENT)).remaining).toBe(950)
       await server.post('{ items(first: 3) { id } }') // a sound estimate: not counted
 
       const text = await registry.metrics()

@@ -164,7 +164,8 @@ async function ask(server: CorpusServer, index: number, entry: Entry): Promise<R
 describe('GitHub corpus (Cha et al.) served by Yoga and Apollo Server with tollbooth', () => {
   const sdl = readFileSync(`${corpusDir}/github.graphql`, 'utf8')
   const entries = loadEntries()
-  const { costs } = translateListSizes(buildSchema(sdl), readFileSync(`${corpusDir}/list-sizes.yaml`, 'utf8'))
+  const corpusSchema = buildSchema(sdl)
+  const { costs } = translateListSizes(corpusSchema, readFileSync(`${corpusDir}/list-sizes.yaml`, 'utf8'))
   const names: readonly ServerName[] = ['Yoga', 'Apollo Server']
   /** Every entry's reply from each server, in corpus order. */
   const replies = new Map<ServerName, Reply[]>()
@@ -238,7 +239,7 @@ describe('GitHub corpus (Cha et al.) served by Yoga and Apollo Server with tollb
 
   it('actualQueryCost is the cost of the recorded response, counted without tollbooth', () => {
     const mismatches = problems((reply, entry) => {
-      const counted = realCost(entry.data)
+      const counted = realCost(corpusSchema, entry.document, entry.data)
       return reply.cost?.actualQueryCost === counted
         ? undefined
         : `actualQueryCost ${reply.cost?.actualQueryCost}, counted ${counted}`

@@ -618,7 +618,7 @@ describe('CostAnalyzer: cost cache', () => {
 })
 
 describe('CostAnalyzer.actual', () => {
-  it('counts the real items of lists, and nulls cost 0', () => {
+  it("counts the real items of lists, and a null pays its field's weight (its resolver ran)", () => {
     const query = '{ books(first: 5) { title author { name } } book { title } }'
     const data = {
       books: [
@@ -628,7 +628,7 @@ describe('CostAnalyzer.actual', () => {
       ],
       book: null,
     }
-    expect(actual(query, data)).toBe(5) // 3 books + 2 authors; book null 0
+    expect(actual(query, data)).toBe(7) // 3 books + 2 authors + the null author 1; book null 1
     expect(new CostAnalyzer().estimate({ schema, document: parse(query) })).toBe(11) // 5 × (1 + 1) + 1
     // An empty list: its resolver ran, so the field's weight once (Book: 1)
     expect(actual('{ books(first: 5) { title } }', { books: [] })).toBe(1)
@@ -636,7 +636,7 @@ describe('CostAnalyzer.actual', () => {
   })
 
   it('counts connections, nested lists and weights as the estimate does', () => {
-    // connection 1 + pageInfo 1 + 2 edges + 1 node (the other null) = 5
+    // connection 1 + pageInfo 1 + 2 edges + 2 nodes (one of them null) = 6
     expect(
       actual('{ bookConnection(first: 10) { pageInfo { hasNextPage } edges { cursor node { title } } } }', {
         bookConnection: {
@@ -647,7 +647,7 @@ describe('CostAnalyzer.actual', () => {
           ],
         },
       }),
-    ).toBe(5)
+    ).toBe(6)
     // 3 cells + the empty row's weight once
     expect(actual('{ matrix { v } }', { matrix: [[{ v: 1 }, { v: 2 }], [], [{ v: 3 }]] })).toBe(4)
     // book 1 + summary 5 + editor 7 + isbn 4 (provided, so charged) = 17
@@ -659,13 +659,13 @@ describe('CostAnalyzer.actual', () => {
   })
 
   it('adds mutationCost per root mutation field', () => {
-    // (10 + book 1) + (10 + null 0): the second mutation ran, it returned null
+    // (10 + book 1) + (10 + book 1): the second mutation ran, it returned null
     expect(
       actual('mutation { a: addBook(title: "x") { title } b: addBook(title: "y") { title } }', {
         a: { title: 'x' },
         b: null,
       }),
-    ).toBe(21)
+    ).toBe(22)
   })
 
   it('honours @skip/@include variables in the selection it walks', () => {
@@ -688,8 +688,8 @@ describe('CostAnalyzer.actual', () => {
         { __typename: 'Author', extra: null },
       ],
     }
-    // Book: 1 + summary 5 + author 1 = 7; Author: 1 + bio 1 = 2; Author: 1 + null 0 = 1; total 10
-    expect(actual(query, data)).toBe(10)
+    // Book: 1 + summary 5 + author 1 = 7; Author: 1 + bio 1 = 2; Author: 1 + a null bio 1 = 2; total 11
+    expect(actual(query, data)).toBe(11)
     // the estimate bounds it: 2 × (1 + max(Book 5 + 1, Author 1)) = 14
     expect(new CostAnalyzer().estimate({ schema, document: parse(query) })).toBe(14)
   })
@@ -698,8 +698,9 @@ describe('CostAnalyzer.actual', () => {
     const query =
       '{ media { __typename id ... on Film { director { name } } ... on Book { author { name } } } }'
     expect(actual(query, { media: { __typename: 'Film', id: '1', director: { name: 'd' } } })).toBe(2) // 1 + 1
-    expect(actual(query, { media: { __typename: 'Book', id: '1', author: null } })).toBe(1) // 1 + null 0
-    expect(actual(query, { media: null })).toBe(0)
+    expect(actual(query, { media: { __typename: 'Book', id: '1', author: null } })).toBe(2) // 1 + a null author 1
+    expect(actual(query, { media: null })).toBe(1) // the field ran, and answered null
+    expect(actual(query, {})).toBe(0) // it never ran
   })
 })
 

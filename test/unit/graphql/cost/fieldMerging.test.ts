@@ -143,8 +143,9 @@ describe('one response key under one parent is one field', () => {
     const query = '{ obj { x { v } } obj { y { v } } }'
     expect(estimate(query)).toBe(3)
     expect(actual(query, { obj: { x: { v: 1 }, y: { v: 2 } } })).toBe(3)
-    // both sub-selections are walked: a null x costs nothing, y still counts: 1 + 0 + 1
-    expect(actual(query, { obj: { x: null, y: { v: 2 } } })).toBe(2)
+    // both sub-selections are walked: a null x pays its weight, y counts: 1 + 1 + 1; an x that never ran costs 0
+    expect(actual(query, { obj: { x: null, y: { v: 2 } } })).toBe(3)
+    expect(actual(query, { obj: { y: { v: 2 } } })).toBe(2)
     // obj 1 + child (1 + x 1 + y 1) = 4 (each occurrence charged: 3 + 3 + 1 = 7)
     const deeper = '{ obj { child { x { v } } } obj { child { y { v } } } obj { id } }'
     expect(estimate(deeper)).toBe(4)
@@ -331,14 +332,14 @@ describe('lists: duplicates with the same slicing arguments', () => {
     expect(
       estimate('{ list(first: 2) { items(first: 3) { v } } list(first: 2) { id items(first: 3) { v } } }'),
     ).toBe(8)
-    // two real items: (1 + x 1 + y 1) + (1 + null x 0 + y 1) = 5, below the estimate of 9
+    // two real items: (1 + x 1 + y 1) + (1 + null x 1 + y 1) = 6, below the estimate of 9
     const data = {
       list: [
         { x: { v: 1 }, y: { v: 2 } },
         { x: null, y: { v: 3 } },
       ],
     }
-    expect(actual(literal, data)).toBe(5)
+    expect(actual(literal, data)).toBe(6)
   })
 
   it('a connection selected twice: its sizedFields merge under one size', () => {
@@ -363,8 +364,8 @@ describe('lists: duplicates with the same slicing arguments', () => {
         ],
       },
     }
-    // conn 1 + (edge 1 + node 1 + x 1 + y 1) + (edge 1 + node 1 + y 1) = 1 + 4 + 3 = 8
-    expect(actual(query, data)).toBe(8)
+    // conn 1 + (edge 1 + node 1 + x 1 + y 1) + (edge 1 + node 1 + null x 1 + y 1) = 1 + 4 + 4 = 9
+    expect(actual(query, data)).toBe(9)
   })
 
   it('different arguments under one key do not validate, so they are never priced; aliases price both', () => {

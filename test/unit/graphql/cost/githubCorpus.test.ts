@@ -227,7 +227,7 @@ describe('GitHub corpus (Cha et al.): estimates bound the real cost', () => {
       return {
         entry,
         estimate: analyzer.estimate(input),
-        real: realCost(entry.data),
+        real: realCost(schema, entry.document, entry.data),
         modelActual: analyzer.actual(input, entry.data),
       }
     })
@@ -295,7 +295,7 @@ describe('GitHub corpus (Cha et al.): estimates bound the real cost', () => {
     const under = entries.filter(
       (entry) =>
         analyzer.estimate({ schema, document: entry.document, variables: entry.variables }) <
-        realCost(entry.data),
+        realCost(schema, entry.document, entry.data),
     )
     expect(under.length).toBeGreaterThan(0)
     // and the independent list check names the lists that overran their (now default) size
@@ -308,12 +308,24 @@ describe('GitHub corpus (Cha et al.): estimates bound the real cost', () => {
     }
   })
 
-  it('the independent counter counts objects and list items, not scalars or nulls', () => {
-    // a 1 + b's two non-null items 2 + c 1 + c.e 1 + d (scalars) 0 = 5
-    expect(realCost({ a: { x: 1 }, b: [{ y: 'z' }, null, { y: null }], c: { e: { f: 2 } }, d: [1, 2] })).toBe(
-      5,
-    )
-    // an empty list: 1 for the resolver that ran; an object holding one: 1 + 1
-    expect(realCost({ a: [], b: { c: [] } })).toBe(3)
+  it('the independent counter counts objects, list items and null objects, not scalars', () => {
+    const small = buildSchema(`
+      type Query { a: O, b: [O], c: O, d: [Int], n: O, s: String, e: [O] }
+      type O { x: Int, y: String, e: O, f: Int, c: [O] }
+    `)
+    const count = (query: string, data: Record<string, unknown>) => realCost(small, parse(query), data)
+    // a 1 + b's three items (one null) 3 + c 1 + c.e 1 + d (scalars) 0 + n (a null object) 1 + s (a null scalar) 0
+    expect(
+      count('{ a { x } b { y } c { e { f } } d n { x } s }', {
+        a: { x: 1 },
+        b: [{ y: 'z' }, null, { y: null }],
+        c: { e: { f: 2 } },
+        d: [1, 2],
+        n: null,
+        s: null,
+      }),
+    ).toBe(7)
+    // an empty list: 1 for the resolver that ran; an object holding one: 1 + 1; aliases and fragments followed
+    expect(count('{ e { x } k: c { ... on O { c { x } } } }', { e: [], k: { c: [] } })).toBe(3)
   })
 })
