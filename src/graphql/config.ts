@@ -51,6 +51,7 @@ const LIMITS_OPTIONS = optionNames<GuardLimits>({
   maxAliases: true,
   maxDirectives: true,
   maxRootFields: true,
+  maxIntrospectionFields: true,
   maxBatchSize: true,
 })
 const SUBSCRIPTIONS_OPTIONS = optionNames<SubscriptionOptions>({
@@ -124,6 +125,7 @@ export interface ResolvedConfig {
   readonly maxAliases: number | undefined
   readonly maxDirectives: number | undefined
   readonly maxRootFields: number | undefined
+  readonly maxIntrospectionFields: number | undefined
   readonly maxBatchSize: number
   readonly costPerEvent: number
   readonly maxSubscriptionsPerIdentity: number | undefined
@@ -170,6 +172,7 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
     maxAliases: optionalLimit('limits.maxAliases', limits.maxAliases, 30),
     maxDirectives: optionalLimit('limits.maxDirectives', limits.maxDirectives, 50),
     maxRootFields: optionalLimit('limits.maxRootFields', limits.maxRootFields, 20),
+    maxIntrospectionFields: optionalLimit('limits.maxIntrospectionFields', limits.maxIntrospectionFields, 1),
     maxBatchSize: positiveInteger(OWNER, 'limits.maxBatchSize', limits.maxBatchSize ?? 10),
     costPerEvent: nonNegativeInteger(OWNER, 'subscriptions.costPerEvent', subscriptions.costPerEvent ?? 0),
     maxSubscriptionsPerIdentity:

@@ -2,10 +2,10 @@ import type {
   DocumentNode,
   ExecutionArgs,
   ExecutionResult,
+  GraphQLError,
   GraphQLSchema,
   ParseOptions,
   Source,
-  ValidationRule,
 } from 'graphql'
 import type { FailPolicy } from '../core/failPolicy.js'
 import type { LimiterHooks } from '../core/hooks.js'
@@ -45,6 +45,11 @@ export interface GuardLimits {
   maxDirectives?: number | false
   /** Root fields per operation. @default 20 */
   maxRootFields?: number | false
+  /**
+   * `__schema` and `__type` selections per operation (aliases and fragments counted at every spread): each returns
+   * a part of the schema, priced by what it returns. @default 1
+   */
+  maxIntrospectionFields?: number | false
   /** Operations per HTTP batch (when Yoga's `batching` is on); the batch's costs are summed. @default 10 */
   maxBatchSize?: number
 }
@@ -170,10 +175,15 @@ export interface TollboothPlugin {
   }
   onParse(payload: {
     params: { source: string | Source }
+    context: unknown
     parseFn: ParseFunction
     setParseFn(parseFn: ParseFunction): void
+  }): ((payload: { result: unknown; context: unknown }) => void) | undefined
+  onValidate(payload: {
+    params: { schema: GraphQLSchema; documentAST: DocumentNode }
+    context: unknown
+    setResult(errors: readonly GraphQLError[]): void
   }): void
-  onValidate(payload: { addValidationRule(rule: ValidationRule): void }): void
   onExecute(payload: {
     args: ExecutionArgs
     setResultAndStopExecution(result: ExecutionResult): void

@@ -17,6 +17,8 @@ export const RefusalCodes = {
   MAX_DIRECTIVES_EXCEEDED: 'MAX_DIRECTIVES_EXCEEDED',
   /** More than `limits.maxRootFields` root fields. HTTP 400. */
   MAX_ROOT_FIELDS_EXCEEDED: 'MAX_ROOT_FIELDS_EXCEEDED',
+  /** More than `limits.maxIntrospectionFields` `__schema` / `__type` selections. HTTP 400. */
+  MAX_INTROSPECTION_FIELDS_EXCEEDED: 'MAX_INTROSPECTION_FIELDS_EXCEEDED',
   /** An HTTP batch holds more than `limits.maxBatchSize` operations. HTTP 413. */
   BATCH_TOO_LARGE: 'BATCH_TOO_LARGE',
   /** The operation (or the batch's sum) costs more than `maxCost`, or is too large to price. HTTP 400. */
@@ -28,6 +30,13 @@ export const RefusalCodes = {
 } as const
 
 export type RefusalCode = (typeof RefusalCodes)[keyof typeof RefusalCodes]
+
+const REFUSAL_CODES: ReadonlySet<unknown> = new Set(Object.values(RefusalCodes))
+
+/** Whether `value` is one of tollbooth's refusals (a GraphQLError with one of the codes above). */
+export function isRefusal(value: unknown): value is GraphQLError {
+  return value instanceof GraphQLError && REFUSAL_CODES.has(value.extensions.code)
+}
 
 /**
  * A refusal as Yoga understands it: `extensions.http.status` and `extensions.http.headers` set the response's

@@ -3,6 +3,7 @@ import { type Admission, AdmissionEngine } from './engine/admissionEngine.js'
 import { callerRefusalResult } from './engine/deliberateError.js'
 import { newRequestState, type RequestState } from './engine/requestState.js'
 import type { GraphQLContext, TollboothGraphQLOptions, TollboothPlugin } from './options.js'
+import { isRefusal } from './refusal.js'
 
 export type { CostExtension } from './engine/operationResults.js'
 
@@ -27,6 +28,10 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
   const requestStateKey = Symbol('tollbooth request state')
   const requestState = (context: unknown): RequestState | undefined =>
     (context as Record<symbol, RequestState | undefined> | undefined)?.[requestStateKey]
+  /** The same hook for every request: a parse-time guard's refusal spends `minCost` from the caller's budget. */
+  const chargeParseRefusal = ({ result, context }: { result: unknown; context: unknown }) => {
+    if (isRefusal(result)) engine.chargeRefusal(result, context)
+  }
   /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
   const batchGuard = {
     onRequestParseDone({ requestParserResult }: { requestParserResult: unknown }) {
@@ -86,13 +91,24 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
       return batchGuard
     },
 
-    onParse({ params, parseFn, setParseFn }) {
-      engine.checkLength(typeof params.source === 'string' ? params.source : params.source.body)
-      if (engine.guardsParse) setParseFn(engine.guardedParse(parseFn))
+    onParse({ params, context, parseFn, setParseFn }) {
+      try {
+        engine.checkLength(typeof params.source === 'string' ? params.source : params.source.body)
+      } catch (error) {
+        if (isRefusal(error)) engine.chargeRefusal(error, context)
+        throw error
+      }
+      if (!engine.guardsParse) return undefined
+      setParseFn(engine.guardedParse(parseFn))
+      return chargeParseRefusal
     },
 
-    onValidate({ addValidationRule }) {
-      for (const rule of engine.validationRules) addValidationRule(rule)
+    onValidate({ params, context, setResult }) {
+      // Before graphql-js' rules, which cost far more on a hostile document: a refusal replaces validation.
+      const refused = engine.structuralRefusal(params.schema, params.documentAST)
+      if (refused === undefined) return
+      engine.chargeRefusal(refused, context)
+      setResult([refused])
     },
 
     onExecute({ args, setResultAndStopExecution }) {

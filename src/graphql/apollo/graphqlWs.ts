@@ -99,7 +99,6 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
   const parseFn = (options.parse as ParseFunction | undefined) ?? parse
   const guardedParse = engine.guardsParse ? engine.guardedParse(parseFn) : parseFn
   const validateFn = (options.validate as Validate | undefined) ?? validate
-  const rules = [...specifiedRules, ...engine.validationRules]
   const runExecute = (options.execute as Run | undefined) ?? execute
   const runSubscribe = (options.subscribe as Run | undefined) ?? subscribe
 
@@ -128,8 +127,8 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
     if (own !== undefined && own !== null) {
       // The application built the arguments (and validated them as it saw fit): the structural rules still apply.
       const args = own as ExecutionArgs
-      const errors = validate(args.schema, args.document, engine.validationRules)
-      return errors.length > 0 ? errors.map(withoutHttp) : own
+      const refused = engine.structuralRefusal(args.schema, args.document)
+      return refused === undefined ? own : [withoutHttp(refused)]
     }
     let document: DocumentNode
     try {
@@ -143,7 +142,10 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
     const schema =
       typeof schemaOption === 'function' ? await schemaOption(ctx, id, payload, args) : schemaOption
     if (schema === undefined) throw new Error('The GraphQL schema is not provided')
-    const errors = validateFn(schema, document, rules)
+    // The structural rules first, on their own: graphql-js' rules cost far more on a hostile document.
+    const refused = engine.structuralRefusal(schema, document)
+    if (refused !== undefined) return [withoutHttp(refused)]
+    const errors = validateFn(schema, document, specifiedRules)
     return errors.length > 0 ? errors.map(withoutHttp) : { ...args, schema }
   }
 

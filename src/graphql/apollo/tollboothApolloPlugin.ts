@@ -7,13 +7,21 @@ import {
   HeaderMap,
   type HTTPGraphQLHead,
 } from '@apollo/server'
-import { type DocumentNode, type ExecutionResult, GraphQLError, type GraphQLSchema, validate } from 'graphql'
+import {
+  type DocumentNode,
+  type ExecutionResult,
+  GraphQLError,
+  type GraphQLSchema,
+  Kind,
+  parse,
+} from 'graphql'
 import { TollboothError } from '../../core/errors.js'
 import { type Admission, AdmissionEngine } from '../engine/admissionEngine.js'
 import { isDeliberateGraphQLError } from '../engine/deliberateError.js'
 import { newRequestState, type RequestState } from '../engine/requestState.js'
 import { hasNodeRequest } from '../identity.js'
 import type { GraphQLContext, TollboothGraphQLOptions } from '../options.js'
+import { RefusalCodes } from '../refusal.js'
 import { apolloError, apolloRefusal, fitRefusalForApollo } from './apolloHttp.js'
 import { type GraphqlWsServerOptions, graphqlWsOptions } from './graphqlWs.js'
 
@@ -58,7 +66,6 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
   )
   /** A batch's operations share the response head (Apollo Server ≥ 4.1): their request is found from it. */
   const batches = new WeakMap<object, ApolloRequest>()
-  const ruleErrors = new WeakMap<DocumentNode, readonly GraphQLError[]>()
   /**
    * Documents whose text passed `maxTokens` and `maxNesting`. Apollo caches a document once it has parsed and
    * validated, before any plugin resolves the operation, so text the guards refused is cached too and is not parsed
@@ -79,18 +86,6 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
         'unless `identify` is given, and for every field limit). Pass the Node request in the context (HTTP: ' +
         '`context: async ({ req }) => ({ req })`; graphql-ws: `context: (ctx) => ({ req: ctx.extra.request })`).',
     )
-  }
-
-  /** The structural rules' errors for a document, once per document object (Apollo caches parsed documents). */
-  const checkRules = (schema: GraphQLSchema, document: DocumentNode): void => {
-    if (engine.validationRules.length === 0) return
-    let errors = ruleErrors.get(document)
-    if (errors === undefined) {
-      errors = validate(schema, document, engine.validationRules)
-      ruleErrors.set(document, errors)
-    }
-    const [first] = errors
-    if (first !== undefined) throw apolloError(first)
   }
 
   const requestOf = (requestContext: GraphQLRequestContext<TContext>): ApolloRequest => {
@@ -141,8 +136,13 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
           check()
         } catch (error) {
           if (!(error instanceof GraphQLError)) throw error
-          sourceRefusal = error
+          refuseSource(error)
         }
+      }
+      /** Notes a refusal of the text or the shape of the operation, and spends `minCost` from the caller's budget. */
+      const refuseSource = (error: GraphQLError) => {
+        sourceRefusal = error
+        engine.chargeRefusal(error, requestContext.contextValue)
       }
       // Apollo reads the query text only once every plugin's `requestDidStart` has run: text refused by its length,
       // or an operation past the batch's cap, is swapped for a trivial document here, so that Apollo parses (and
@@ -159,20 +159,49 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
         async parsingDidStart({ source }) {
           parsed = true
           if (sourceRefusal === undefined && engine.guardsParse) guard(() => engine.checkBeforeParse(source))
+          return async (parseError) => {
+            const { document } = requestContext
+            if (parseError !== undefined || document === undefined) return
+            // The structural rules before Apollo's validation, which costs far more on a hostile document.
+            if (sourceRefusal === undefined) {
+              const refused = engine.structuralRefusal(requestContext.schema, document)
+              if (refused !== undefined) refuseSource(apolloError(refused))
+            }
+            // A document refused for its text or shape is not validated: Apollo validates (and caches, under the
+            // text's hash) a stand-in, and the refusal is thrown once the operation is resolved. A batch's size
+            // is no property of the text: that document is validated and cached as it is.
+            if (
+              sourceRefusal !== undefined &&
+              sourceRefusal.extensions.code !== RefusalCodes.BATCH_TOO_LARGE
+            ) {
+              setDocument(requestContext, REFUSED_DOCUMENT_STAND_IN)
+            }
+          }
         },
 
         async didResolveOperation({ schema, document, source }) {
+          const standIn = isRefusedDocumentStandIn(document)
           if (sourceRefusal === undefined && engine.guardsParse && !passedParseGuards.has(document)) {
             // Parsed just now, the text has been checked; from Apollo's cache, it may be text the guards refused.
             if (!parsed) guard(() => engine.checkBeforeParse(source))
-            if (sourceRefusal === undefined) passedParseGuards.add(document)
+            if (sourceRefusal === undefined && !standIn) passedParseGuards.add(document)
+          }
+          if (sourceRefusal === undefined && !parsed) {
+            // A document from Apollo's cache that this plugin did not see parsed: another instance's, or the stand-in
+            // of a document refused before, which is parsed again to be refused again.
+            guard(() => {
+              const cached = standIn ? engine.guardedParse(parse)(source) : document
+              const refused = engine.structuralRefusal(schema, cached)
+              if (refused !== undefined) throw refused
+              // Cached by an instance whose limits refused it, in a document store shared with this one.
+              if (standIn) throw new Error(STAND_IN_PASSES)
+            })
           }
           if (sourceRefusal !== undefined) {
             // Apollo answers it, through the application's `formatError`: nothing to replace in willSendResponse.
             refusalThrown = true
             throw apolloError(sourceRefusal)
           }
-          checkRules(schema, document)
         },
 
         async responseForOperation({ schema, document, request: graphqlRequest, contextValue }) {
@@ -261,6 +290,35 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
 
 /** What Apollo parses in place of text refused before parsing. */
 const REFUSED_TEXT_STAND_IN = '{ __typename }'
+
+/** The name of the operation Apollo validates and caches in place of a document refused before validation. */
+const REFUSED_DOCUMENT_NAME = 'TollboothRefusedDocument'
+
+/**
+ * What Apollo validates in place of a document refused after parsing (its text, or its shape by the structural
+ * rules): Apollo caches it under the refused text's hash, so the name tells it apart when it comes back from a
+ * document store that hands back copies.
+ */
+const REFUSED_DOCUMENT_STAND_IN: DocumentNode = parse(`query ${REFUSED_DOCUMENT_NAME} { __typename }`)
+
+const STAND_IN_PASSES =
+  'tollbooth: the document store holds the stand-in of a document another configuration refused, and this one ' +
+  'admits it: clear the document store shared by instances with different limits.'
+
+function isRefusedDocumentStandIn(document: DocumentNode): boolean {
+  if (document === REFUSED_DOCUMENT_STAND_IN) return true
+  const [only] = document.definitions
+  return (
+    document.definitions.length === 1 &&
+    only?.kind === Kind.OPERATION_DEFINITION &&
+    only.name?.value === REFUSED_DOCUMENT_NAME
+  )
+}
+
+/** Replaces the document Apollo is about to validate (its request context's field is read-only in its types). */
+function setDocument(requestContext: { document?: DocumentNode }, document: DocumentNode): void {
+  ;(requestContext as { document: DocumentNode }).document = document
+}
 
 /**
  * Answers a parse-time refusal for a document that failed to parse or validate before the refusal could be thrown:

@@ -6,6 +6,7 @@ import {
   getVariableValues,
   type OperationDefinitionNode,
   type ValidationRule,
+  validate,
 } from 'graphql'
 import type { Decision } from '../../core/decision.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
@@ -35,6 +36,7 @@ import {
 import { maxAliasesRule } from '../rules/maxAliases.js'
 import { maxDepthRule } from '../rules/maxDepth.js'
 import { maxDirectivesRule } from '../rules/maxDirectives.js'
+import { maxIntrospectionFieldsRule } from '../rules/maxIntrospectionFields.js'
 import { maxRootFieldsRule } from '../rules/maxRootFields.js'
 import {
   budgetRefusal,
@@ -111,12 +113,17 @@ function decide(limiter: RateLimiter, identity: string, cost: number): MaybeProm
  */
 export class AdmissionEngine {
   readonly config: ResolvedConfig
-  /** The structural rules (depth, aliases, directives, root fields), to validate every document with. */
+  /**
+   * The structural rules (depth, aliases, directives, root fields, introspection fields). Adapters do not add them
+   * to graphql-js' validation: `structuralRefusal` runs them first, on their own.
+   */
   readonly validationRules: readonly ValidationRule[]
   readonly subscriptions: SubscriptionAdmission
   private readonly analyzer: CostAnalyzer
   private readonly fieldLimits: FieldLimits
   private readonly guardedParsers = new WeakMap<object, ParseFunction>()
+  /** Per document, the structural rules' first refusal (null: it passes). */
+  private readonly structureVerdicts = new WeakMap<DocumentNode, GraphQLError | null>()
   /** Whether `identify` was given (else the identity is the client's address). */
   private readonly identifiesItself: boolean
 
@@ -212,6 +219,58 @@ export class AdmissionEngine {
     checkSourceBeforeParse(source, this.config)
   }
 
+  /**
+   * The first refusal of the structural rules for `document`, or undefined; worked out once per document. Adapters
+   * ask it on the parsed document before graphql-js' validation runs, and answer the refusal in its place: graphql-js'
+   * rules cost far more on a hostile document (OverlappingFieldsCanBeMerged is quadratic in fields sharing a name)
+   * than these linear ones, and a document they refuse is never validated further. Admission asks it again, so a
+   * document whose validation was skipped (persisted operations) is held to the same limits.
+   */
+  structuralRefusal(schema: GraphQLSchema, document: DocumentNode): GraphQLError | undefined {
+    if (this.validationRules.length === 0) return undefined
+    let verdict = this.structureVerdicts.get(document)
+    if (verdict === undefined) {
+      // One error is enough to refuse: graphql-js stops validating past maxErrors.
+      verdict = validate(schema, document, this.validationRules, { maxErrors: 1 })[0] ?? null
+      this.structureVerdicts.set(document, verdict)
+    }
+    // A copy each time: servers write into the errors they answer (Yoga marks validation errors in their `http`).
+    return verdict === null ? undefined : copyRefusal(verdict)
+  }
+
+  /**
+   * Spends `minCost` from the budget of the caller of an operation refused for its text or its shape, so that a
+   * flood of hostile documents runs its budget dry like any flood. Only when `limiter` and `identify` can tell the
+   * caller from `context` (the default identity, the client's address, always can); never throws, never waits,
+   * and a spent budget spends nothing more (a denial consumes nothing). A batch refused for its size spends
+   * nothing: none of its operations was read. Nor does a refusal over graphql-ws: there each operation is a
+   * message, which the socket's own limits count (`tollbooth/ws`).
+   */
+  chargeRefusal(refused: GraphQLError, context: unknown): void {
+    const { config } = this
+    if (config.minCost === 0 || typeof context !== 'object' || context === null) return
+    if (refused.extensions.code === RefusalCodes.BATCH_TOO_LARGE) return
+    if (!this.server.overHttp(context as GraphQLContext)) return
+    const spend = (limiter: RateLimiter, identity: string) => {
+      if (limiter.decideNow?.(identity, config.minCost) === undefined) {
+        limiter.consume(identity, config.minCost).catch(() => {})
+      }
+    }
+    try {
+      const limiter = config.limiter(context as GraphQLContext)
+      const identity = config.identify(context as GraphQLContext)
+      if (limiter instanceof Promise || identity instanceof Promise) {
+        Promise.all([limiter, identity])
+          .then(([chosen, known]) => spend(chosen, known))
+          .catch(() => {})
+      } else {
+        spend(limiter, identity)
+      }
+    } catch {
+      // The caller cannot be told from this context (an `identify` that needs what the application adds later).
+    }
+  }
+
   /** Refuses an HTTP batch of more than `limits.maxBatchSize` operations (throws the refusal). */
   checkBatchSize(size: number): void {
     const { maxBatchSize } = this.config
@@ -241,6 +300,13 @@ export class AdmissionEngine {
     const context = (args.contextValue ?? {}) as GraphQLContext
     const operation = selectOperation(args.document, args.operationName)
     if (operation === undefined) return undefined // the executor reports the missing or ambiguous operation
+    // Asked before validation by every adapter; here again for a document whose validation was skipped.
+    const structural = this.structuralRefusal(args.schema, args.document)
+    if (structural !== undefined) {
+      this.chargeRefusal(structural, context)
+      stop(refusedResult(config, structural, 0, this.server.overHttp(context)))
+      return undefined
+    }
     const pending: Pending = {
       context,
       operation,
@@ -507,6 +573,13 @@ function actualCost(
   return Math.max(hidesWork(data, errors) ? Math.max(counted, cost) : counted, minCost)
 }
 
+function copyRefusal(refusal: GraphQLError): GraphQLError {
+  const { http, ...extensions } = refusal.extensions as { http?: object }
+  return new GraphQLError(refusal.message, {
+    extensions: http === undefined ? extensions : { ...extensions, http: { ...http } },
+  })
+}
+
 function validationRules(config: ResolvedConfig): ValidationRule[] {
   const rules: ValidationRule[] = []
   if (config.maxDepth !== undefined) {
@@ -515,6 +588,9 @@ function validationRules(config: ResolvedConfig): ValidationRule[] {
   if (config.maxAliases !== undefined) rules.push(maxAliasesRule(config.maxAliases, config))
   if (config.maxDirectives !== undefined) rules.push(maxDirectivesRule(config.maxDirectives, config))
   if (config.maxRootFields !== undefined) rules.push(maxRootFieldsRule(config.maxRootFields, config))
+  if (config.maxIntrospectionFields !== undefined) {
+    rules.push(maxIntrospectionFieldsRule(config.maxIntrospectionFields, config))
+  }
   return rules
 }
 

@@ -777,7 +777,8 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
         limit: 2,
       })
       expect(server.calls.users).toBe(1)
-      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 8)
+      // The refused operation spends minCost (1).
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 8 - 1)
     })
   })
 })
@@ -1200,10 +1201,11 @@ describe('tollboothApolloPlugin in Apollo Server: what only Apollo has', () => {
           limit: 3,
         })
       }
-      // Apollo cached both documents (they parse and validate) and served them from the cache the 2nd and 3rd time.
+      // Apollo cached a stand-in for each (validated in place of the refused document) and served it from the cache
+      // the 2nd and 3rd time. Each of the six refusals spent minCost (1).
       expect(store.hits).toBe(4)
       expect(totalCalls(server.calls)).toBe(0)
-      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100)
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 6)
 
       // Text within the guards runs, from the cache too.
       for (let i = 0; i < 2; i++) {
@@ -1224,9 +1226,10 @@ describe('tollboothApolloPlugin in Apollo Server: what only Apollo has', () => {
           limit: 2,
         })
       }
+      // The stand-in Apollo validated in place of the refused document, from the cache; each refusal spent minCost.
       expect(store.hits).toBe(2)
       expect(totalCalls(server.calls)).toBe(0)
-      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100)
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 3)
     })
   })
 })
