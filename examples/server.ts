@@ -154,10 +154,11 @@ const userBudget = tokenBucket({
   failPolicy: 'local',
   hooks: metrics.limiterHooks,
 })
+// The capacity holds GraphiQL's introspection of this schema (about 600), priced by what it returns as any query is.
 const anonymousBudget = tokenBucket({
   name: 'gql-anon',
   store,
-  capacity: 300,
+  capacity: 1000,
   refillPerSecond: 10,
   failPolicy: 'open',
   hooks: metrics.limiterHooks,

@@ -53,7 +53,7 @@ export const SHORT: SoakProfile = {
 }
 
 /** The example server's budgets (examples/server.ts): what each class is judged against. */
-const ANONYMOUS = { capacity: 300, refillPerSecond: 10 }
+const ANONYMOUS = { capacity: 1000, refillPerSecond: 10 }
 const USER = { capacity: 1000, refillPerSecond: 50 }
 
 /** Caps of the example server's WebSocket endpoints, per identity. */

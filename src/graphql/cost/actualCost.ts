@@ -18,8 +18,10 @@ import {
   collectFields,
   type FieldGroup,
   type FieldOccurrence,
+  subSelectionsOf,
 } from './fieldCollection.js'
 import { FieldVisitBudget } from './fieldVisits.js'
+import { metaFieldOf, objectTypeOf } from './introspectionCost.js'
 
 /** What a field adds on an object of one concrete type: `fixed + weight × values it holds` (objects or leaves). */
 interface Price {
@@ -380,11 +382,13 @@ export class ResponsePlan {
     const name = first.node.name.value
     const everyType = group.types.length === possibleTypes.length
     if (name === '__schema' || name === '__type') {
-      // Flat-priced when it answered: the price is its weight, so that a null answer costs nothing.
-      const flat = this.settings.introspectionCost
-      if (flat === 0) return undefined
-      const prices = [{ fixed: 0, weight: flat }]
-      return { child: undefined, ...alikeOrByType(everyType, group.types, () => prices) }
+      // Its weight, and what it returned counted as any response is (introspection types are object types).
+      const prices = [{ fixed: 0, weight: this.settings.introspectionCost }]
+      const type = objectTypeOf(metaFieldOf(name)) as GraphQLObjectType
+      return {
+        child: { sets: subSelectionsOf(group), type, compiled: undefined },
+        ...alikeOrByType(everyType, group.types, () => prices),
+      }
     }
     const field = fieldOf(first.context, name)
     if (field === undefined) return undefined
@@ -413,11 +417,7 @@ export class ResponsePlan {
     const priced = alikeOrByType(everyType, group.types, pricesOf)
     const namedType = compositeTypeOf(field)
     if (namedType === undefined) return weighs ? { child: undefined, ...priced } : undefined
-    const sets: SelectionSetNode[] = []
-    for (const occurrence of group.occurrences) {
-      if (occurrence.node.selectionSet !== undefined) sets.push(occurrence.node.selectionSet)
-    }
-    return { child: { sets, type: namedType, compiled: undefined }, ...priced }
+    return { child: { sets: subSelectionsOf(group), type: namedType, compiled: undefined }, ...priced }
   }
 
   private definitionPrice(

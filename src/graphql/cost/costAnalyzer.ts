@@ -25,7 +25,10 @@ export interface CostAnalysisOptions {
   defaultListSize?: number
   /** Added for each root mutation field. @default 10 */
   mutationCost?: number
-  /** Flat price of a `__schema` or `__type` field (introspection reads no data). @default 1 */
+  /**
+   * Weight of a `__schema` or `__type` field itself. What it returns (types, fields, arguments, enum values) is
+   * priced from the schema, as a response is counted. @default 1
+   */
   introspectionCost?: number
   /**
    * Most fields the estimate visits, counting a fragment again at every spread and a field again at every

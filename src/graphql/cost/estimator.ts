@@ -23,7 +23,9 @@ import {
   collectFields,
   type FieldGroup,
   type FieldOccurrence,
+  subSelectionsOf,
 } from './fieldCollection.js'
+import { introspectionPrice } from './introspectionCost.js'
 
 /** Settings of the cost model that are not in the schema. */
 export interface CostSettings {
@@ -31,7 +33,7 @@ export interface CostSettings {
   readonly defaultListSize: number
   /** Added for each root mutation field. */
   readonly mutationCost: number
-  /** Flat price of a `__schema` or `__type` field, whatever it selects (introspection reads no data). */
+  /** Weight of a `__schema` or `__type` field itself; what it returns is priced from the schema. */
   readonly introspectionCost: number
 }
 
@@ -109,10 +111,12 @@ function priceGroup(
     return 0
   }
   if (name === '__schema' || name === '__type') {
-    // A flat price: introspection reads the in-memory schema, and its depth is guarded separately.
-    const flat = run.settings.introspectionCost
-    explained?.push(explanation(group, possibleTypes, name, { ...FREE, weight: flat, total: flat }, []))
-    return flat
+    // Priced by what it returns on this schema (its depth and count are guarded separately).
+    const weight = run.settings.introspectionCost
+    const total = introspectionPrice(run, group)
+    const pricing = { ...FREE, weight, childrenCost: total - weight, total }
+    explained?.push(explanation(group, possibleTypes, name, pricing, []))
+    return total
   }
   const field = fieldOf(first.context, name)
   // Unknown to the schema: validation refuses it, nothing runs.
@@ -146,10 +150,7 @@ function mergedChildrenCost(
 ): number {
   const type = getNamedType(field.type)
   if (!isCompositeType(type)) return 0
-  const sets: SelectionSetNode[] = []
-  for (const occurrence of group.occurrences) {
-    if (occurrence.node.selectionSet !== undefined) sets.push(occurrence.node.selectionSet)
-  }
+  const sets = subSelectionsOf(group)
   return sets.length === 0 ? 0 : estimateSelection(run, sets, type, explained)
 }
 

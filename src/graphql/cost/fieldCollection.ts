@@ -294,3 +294,12 @@ function union(a: TypeSet, b: TypeSet): TypeSet {
   }
   return merged
 }
+
+/** The selection sets of a group's nodes: its merged sub-selection. */
+export function subSelectionsOf(group: FieldGroup): SelectionSetNode[] {
+  const sets: SelectionSetNode[] = []
+  for (const occurrence of group.occurrences) {
+    if (occurrence.node.selectionSet !== undefined) sets.push(occurrence.node.selectionSet)
+  }
+  return sets
+}

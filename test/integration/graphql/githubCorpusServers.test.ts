@@ -36,7 +36,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { tollboothApolloPlugin } from '../../../src/apollo/index.js'
 import { type CostExtension, type TollboothGraphQLOptions, useTollbooth } from '../../../src/graphql/index.js'
 import { tokenBucket } from '../../../src/index.js'
-import { type CorpusEntry, corpusDir, realCost, translateListSizes } from '../../helpers/githubCorpus.js'
+import { type CorpusEntry, corpusDir, translateListSizes } from '../../helpers/githubCorpus.js'
+import { realCost } from '../../helpers/responseCost.js'
 
 /** The request header naming the corpus entry whose recorded response the resolvers answer. */
 const ENTRY_HEADER = 'x-corpus-entry'

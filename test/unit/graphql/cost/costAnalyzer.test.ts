@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import {
   buildSchema,
+  executeSync,
   GraphQLError,
   type GraphQLFieldConfigMap,
   GraphQLInputObjectType,
@@ -11,12 +12,14 @@ import {
   GraphQLObjectType,
   GraphQLSchema,
   GraphQLString,
+  getIntrospectionQuery,
   parse,
 } from 'graphql'
 import { describe, expect, it, vi } from 'vitest'
 import type { CostAnalysisOptions } from '../../../../src/graphql/cost/costAnalyzer.js'
 import { CostAnalyzer, TooLargeToPriceError } from '../../../../src/graphql/cost/costAnalyzer.js'
 import type { CostMap } from '../../../../src/graphql/cost/costModel.js'
+import { realCost } from '../../../helpers/responseCost.js'
 
 /**
  * Every expected number below is worked out by hand from the cost-directive model (object 1 or its @cost,
@@ -171,11 +174,38 @@ describe('CostAnalyzer.estimate: objects and weights', () => {
     expect(estimate('{ book { title author { name } publisher { name address { zipCode } } } }')).toBe(4)
   })
 
-  it('a root scalar and __typename cost 0, introspection costs a flat 1', () => {
+  it('a root scalar and __typename cost 0', () => {
     expect(estimate('{ tags }')).toBe(0) // list of scalars: 10 × 0
     expect(estimate('{ __typename book { __typename } }')).toBe(1) // book 1, __typename 0 twice
-    expect(estimate('{ __schema { types { name fields { name } } } }')).toBe(1) // flat introspectionCost
-    expect(estimate('{ __type(name: "Book") { name } }', undefined, { introspectionCost: 3 })).toBe(3)
+  })
+
+  it('introspection costs what it returns on the schema: the estimate is the cost of the executed response', () => {
+    const queries = [
+      '{ __schema { queryType { name } } }',
+      '{ __schema { types { name fields { name } } } }',
+      '{ __type(name: "Book") { name fields(includeDeprecated: true) { name args { name } type { name ofType { name } } } } }',
+      '{ __type(name: "NoSuchType") { name } }',
+      '{ __schema { types { possibleTypes { name } enumValues { name } inputFields { name } interfaces { name } } } }',
+      getIntrospectionQuery(),
+    ]
+    for (const query of queries) {
+      const document = parse(query)
+      const { data, errors } = executeSync({ schema, document })
+      expect(errors, query).toBeUndefined()
+      const counted = realCost(schema, document, data as Record<string, unknown>)
+      expect(estimate(query), query).toBe(counted)
+      expect(actual(query, data), query).toBe(counted)
+      // introspectionCost weighs the __schema or __type field itself
+      expect(estimate(query, undefined, { introspectionCost: 3 }), query).toBe(counted + 2)
+    }
+    // __type(name: "Book") { name }: the object 1; a type that does not exist: the null, 1
+    expect(estimate('{ __type(name: "Book") { name } }')).toBe(1)
+    expect(estimate('{ __type(name: "NoSuchType") { name } }')).toBe(1)
+  })
+
+  it('introspection past maxFieldVisits values is too large to price', () => {
+    const error = thrown(() => estimate(getIntrospectionQuery(), undefined, { maxFieldVisits: 100 }))
+    expect(error).toBeInstanceOf(TooLargeToPriceError)
   })
 
   it('@cost on a field replaces the default weight (object and scalar)', () => {

@@ -23,7 +23,8 @@ import {
 import { describe, expect, it } from 'vitest'
 import { CostAnalyzer } from '../../../../src/graphql/cost/costAnalyzer.js'
 import type { CostMap, ListSizeConfig } from '../../../../src/graphql/cost/costModel.js'
-import { type CorpusEntry, corpusDir, realCost, translateListSizes } from '../../../helpers/githubCorpus.js'
+import { type CorpusEntry, corpusDir, translateListSizes } from '../../../helpers/githubCorpus.js'
+import { realCost } from '../../../helpers/responseCost.js'
 
 /**
  * The GitHub corpus of Cha et al. (ESEC/FSE 2020, ASE 2021): 151 real GitHub queries with their real responses,
