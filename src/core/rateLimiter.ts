@@ -55,10 +55,12 @@ export class RateLimiter extends LimiterBase {
   readonly restorePerSecond: number
   private readonly rate: RateAlgorithm
   private readonly denyCache: DenyCache | undefined
+  private readonly denyCacheOption: RateLimiterOptions['denyCache']
 
   constructor(options: ResolvedLimiterOptions & Pick<RateLimiterOptions, 'denyCache'>, rate: RateAlgorithm) {
     super(options)
     this.rate = rate
+    this.denyCacheOption = options.denyCache
     this.algorithm = rate.algorithm
     this.limit = rate.limit
     this.maxCost = rate.maxCost
@@ -161,6 +163,18 @@ export class RateLimiter extends LimiterBase {
     validKey(this.algorithm, key)
     validAmount(this.algorithm, 'amount', amount)
     return this.runInMemory(memory, this.request('refund', key, amount), amount)
+  }
+
+  /**
+   * @internal A limiter of this one's algorithm, policy, store and options under another name: a budget of the same
+   * size, kept apart (what a GraphQL subscription's events draw from, by default).
+   */
+  twin(name: string): RateLimiter {
+    const Limiter = this.constructor as new (
+      options: ResolvedLimiterOptions & Pick<RateLimiterOptions, 'denyCache'>,
+      rate: RateAlgorithm,
+    ) => RateLimiter
+    return new Limiter({ ...this.options, name, denyCache: this.denyCacheOption }, this.rate)
   }
 
   /** @internal The store request of one step; `allOf` sends several of them in one atomic call. */

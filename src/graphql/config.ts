@@ -55,6 +55,7 @@ const LIMITS_OPTIONS = optionNames<GuardLimits>({
   maxBatchSize: true,
 })
 const SUBSCRIPTIONS_OPTIONS = optionNames<SubscriptionOptions>({
+  limiter: true,
   costPerEvent: true,
   maxPerIdentity: true,
   leaseMs: true,
@@ -127,6 +128,8 @@ export interface ResolvedConfig {
   readonly maxRootFields: number | undefined
   readonly maxIntrospectionFields: number | undefined
   readonly maxBatchSize: number
+  /** `subscriptions.limiter`; undefined: each operation budget's own twin for events. */
+  readonly eventLimiter: ((context: GraphQLContext) => RateLimiter | Promise<RateLimiter>) | undefined
   readonly costPerEvent: number
   readonly maxSubscriptionsPerIdentity: number | undefined
   readonly subscriptionLeaseMs: number
@@ -147,7 +150,7 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
   const resolveIp = createClientIpResolver({ trustProxy: options.trustProxy ?? false })
   const ipKeyOptions = Object.freeze(resolveIpKeyOptions(options, OWNER))
   return Object.freeze({
-    limiter: limiterOption(options.limiter),
+    limiter: limiterOption('limiter', options.limiter),
     identify:
       functionOption('identify', options.identify) ?? ipIdentity(resolveIp, createIpKeyer(ipKeyOptions)),
     resolveIp,
@@ -174,6 +177,10 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
     maxRootFields: optionalLimit('limits.maxRootFields', limits.maxRootFields, 20),
     maxIntrospectionFields: optionalLimit('limits.maxIntrospectionFields', limits.maxIntrospectionFields, 1),
     maxBatchSize: positiveInteger(OWNER, 'limits.maxBatchSize', limits.maxBatchSize ?? 10),
+    eventLimiter:
+      subscriptions.limiter === undefined
+        ? undefined
+        : limiterOption('subscriptions.limiter', subscriptions.limiter as TollboothGraphQLOptions['limiter']),
     costPerEvent: nonNegativeInteger(OWNER, 'subscriptions.costPerEvent', subscriptions.costPerEvent ?? 0),
     maxSubscriptionsPerIdentity:
       subscriptions.maxPerIdentity === undefined
@@ -184,7 +191,10 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
   })
 }
 
-function limiterOption(limiter: TollboothGraphQLOptions['limiter']): ResolvedConfig['limiter'] {
+function limiterOption(
+  option: string,
+  limiter: TollboothGraphQLOptions['limiter'],
+): ResolvedConfig['limiter'] {
   if (isRateLimiter(limiter)) return () => limiter
   if (typeof limiter === 'function') {
     return async (context) => {
@@ -192,7 +202,7 @@ function limiterOption(limiter: TollboothGraphQLOptions['limiter']): ResolvedCon
       if (!isRateLimiter(chosen)) {
         throw invalidOption(
           OWNER,
-          'limiter',
+          option,
           'a function returning a tokenBucket (or another RateLimiter)',
           chosen,
         )
@@ -202,7 +212,7 @@ function limiterOption(limiter: TollboothGraphQLOptions['limiter']): ResolvedCon
   }
   throw invalidOption(
     OWNER,
-    'limiter',
+    option,
     'a tokenBucket (or another RateLimiter), or a function returning one',
     limiter,
   )

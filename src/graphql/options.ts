@@ -71,8 +71,14 @@ export interface FieldLimitConfig {
   ipv4Prefix?: number
 }
 
-export interface SubscriptionOptions {
-  /** Budget units charged for each event delivered (0: events are free). @default 0 */
+export interface SubscriptionOptions<TContext extends object = GraphQLContext> {
+  /**
+   * The budget a subscription's events draw from: each event is charged what its result costs, to the subscriber.
+   * Give the operations' `limiter` to have events and operations share one budget.
+   * @default a budget of the same algorithm and size as the operation's, kept apart (its name + `:events`)
+   */
+  limiter?: RateLimiter | ((context: TContext) => MaybePromise<RateLimiter>)
+  /** Least charge of an event: each is charged what its result costs in the cost model, and at least this. @default 0 */
   costPerEvent?: number
   /** Concurrent subscriptions per identity, held as concurrency leases in `store`. @default unlimited */
   maxPerIdentity?: number
@@ -151,7 +157,7 @@ export interface TollboothGraphQLOptions<TContext extends object = GraphQLContex
   name?: string
   /** Decision hooks of the plugin's own limiters (field limits, subscription leases), e.g. for metrics. */
   hooks?: LimiterHooks
-  subscriptions?: SubscriptionOptions
+  subscriptions?: SubscriptionOptions<TContext>
   /** `'dry-run'`: everything is computed, reported and counted, nothing is refused. @default 'enforce' */
   mode?: 'enforce' | 'dry-run'
   /** Called once per priced operation. Must not throw. */
@@ -196,13 +202,10 @@ export interface TollboothPlugin {
     setResultAndStopExecution(result: ExecutionResult): void
   }): Promise<
     | {
-        onSubscribeResult(payload: { result: unknown }):
-          | {
-              // Optional, not `| undefined`: Envelop's type under `exactOptionalPropertyTypes` takes only the former.
-              onNext?: (payload: { setResult(result: ExecutionResult): void }) => Promise<void>
-              onEnd(): void
-            }
-          | undefined
+        onSubscribeResult(payload: {
+          result: unknown
+          setResult(result: AsyncIterableIterator<ExecutionResult> | ExecutionResult): void
+        }): void
         onSubscribeError(): void
       }
     | undefined

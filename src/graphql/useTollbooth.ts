@@ -1,5 +1,6 @@
 import type { ExecutionArgs, ExecutionResult } from 'graphql'
 import { type Admission, AdmissionEngine } from './engine/admissionEngine.js'
+import { chargedEvents } from './engine/chargedEvents.js'
 import { callerRefusalResult } from './engine/deliberateError.js'
 import { newRequestState, type RequestState } from './engine/requestState.js'
 import type { GraphQLContext, TollboothGraphQLOptions, TollboothPlugin } from './options.js'
@@ -124,10 +125,10 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
       const subscription = await engine.subscriptions.open(admission, setResultAndStopExecution)
       if (subscription === undefined) return undefined
       return {
-        onSubscribeResult({ result }) {
+        onSubscribeResult({ result, setResult }) {
           const hooks = subscription.started(result)
-          if (hooks === undefined) return undefined
-          return { onNext: hooks.onNext, onEnd: () => hooks.onEnd() }
+          // Each event charged before it is sent; one the budget cannot pay ends the subscription.
+          if (hooks !== undefined) setResult(chargedEvents(result as AsyncIterable<ExecutionResult>, hooks))
         },
         onSubscribeError() {
           subscription.failed()

@@ -15,9 +15,10 @@ import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys } from '../../core/knownOptions.js'
 import { isOptionsObject } from '../../core/validate.js'
 import type { AdmissionEngine } from '../engine/admissionEngine.js'
+import { chargedEvents } from '../engine/chargedEvents.js'
 import { callerRefusalResult } from '../engine/deliberateError.js'
 import { withoutHttp, withoutHttpErrors } from '../engine/operationResults.js'
-import { isAsyncIterable, type SubscriptionHooks } from '../engine/subscriptionAdmission.js'
+import { isAsyncIterable } from '../engine/subscriptionAdmission.js'
 import type { ParseFunction } from '../options.js'
 
 /**
@@ -194,63 +195,12 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
       throw error
     }
     const hooks = subscription.started(result)
-    return hooks === undefined ? result : chargedEvents(result as AsyncIterable<ExecutionResult>, hooks)
+    // An event the budget cannot pay is refused with an error made for HTTP (the engine is told Apollo answers over
+    // HTTP), and a field limit refuses a run with one: their status and headers are dropped here.
+    return hooks === undefined
+      ? result
+      : chargedEvents(result as AsyncIterable<ExecutionResult>, hooks, withoutHttpErrors)
   }
 
   return { ...options, onSubscribe, execute: admittedExecute, subscribe: admittedSubscribe }
-}
-
-/**
- * The subscription's events, each charged through `hooks.onNext` (which may replace it, sent without `http`), with
- * `hooks.onEnd` called once when the stream ends, fails or is closed. A plain iterator, not an async generator:
- * graphql-ws closes a completed subscription with `return()`, which must take effect at once, not after the next
- * event.
- */
-function chargedEvents(
-  source: AsyncIterable<ExecutionResult>,
-  hooks: SubscriptionHooks,
-): AsyncIterableIterator<ExecutionResult> {
-  const iterator = source[Symbol.asyncIterator]()
-  let ended = false
-  const end = () => {
-    if (ended) return
-    ended = true
-    hooks.onEnd()
-  }
-  return {
-    [Symbol.asyncIterator]() {
-      return this
-    },
-    async next() {
-      let step: IteratorResult<ExecutionResult>
-      try {
-        step = await iterator.next()
-      } catch (error) {
-        end()
-        throw error
-      }
-      if (step.done === true) {
-        end()
-        return step
-      }
-      let value = step.value
-      await hooks.onNext?.({
-        setResult(result) {
-          value = result
-        },
-      })
-      // An event the budget cannot pay is replaced by a refusal made for HTTP (the engine is told Apollo answers over
-      // HTTP), and a field limit refuses a run with one: their status and headers are dropped here.
-      return { done: false, value: withoutHttpErrors(value) }
-    },
-    async return(value?: unknown) {
-      end()
-      return (await iterator.return?.(value)) ?? { done: true, value: undefined }
-    },
-    async throw(error?: unknown) {
-      end()
-      if (iterator.throw === undefined) throw error
-      return iterator.throw(error)
-    },
-  }
 }

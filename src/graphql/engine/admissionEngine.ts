@@ -19,7 +19,6 @@ import {
   selectOperation,
   TooLargeToPriceError,
 } from '../cost/costAnalyzer.js'
-import { hidesWork } from '../cost/hiddenWork.js'
 import { FieldLimitExecutions } from '../fieldLimitExecutions.js'
 import { type FieldLimitDenial, FieldLimits } from '../fieldLimits.js'
 import { contextIp } from '../identity.js'
@@ -41,7 +40,6 @@ import { maxRootFieldsRule } from '../rules/maxRootFields.js'
 import {
   budgetRefusal,
   type CostExtension,
-  charged,
   fieldRefusal,
   operationEvent,
   refusedResult,
@@ -49,6 +47,7 @@ import {
   withoutHttp,
 } from './operationResults.js'
 import type { RequestState } from './requestState.js'
+import { actualCost, settleCharge } from './settlement.js'
 import { SubscriptionAdmission } from './subscriptionAdmission.js'
 
 /** One operation as the executor will run it: graphql-js' `ExecutionArgs` has this shape. */
@@ -486,7 +485,7 @@ export class AdmissionEngine {
     const { cost, decision, limiter, state } = admission
     const { paid, balance } = settleCharge(
       admission,
-      actualCost(admission, result.data, executionErrors, config.minCost),
+      actualCost(admission, result, executionErrors, config.minCost),
     )
     const currentlyAvailable = Math.min(limiter.limit, decision.remaining + balance)
     config.onOperation?.(
@@ -529,48 +528,6 @@ export class AdmissionEngine {
     if (admission.wouldRefuse !== undefined) extension.wouldRefuse = admission.wouldRefuse
     return withCostExtension(result, extension)
   }
-}
-
-/**
- * Brings what the operation paid from its estimate to `actual`: a refund of the difference, or a debit of what it
- * cost above the estimate, into debt of at most the budget's quota (as the store keeps it). Answers what the
- * operation paid in the end, and what went back to the budget (negative for a debit); `paid` is `actual` unless
- * the debt would pass that bound, and nothing goes back when admission spent nothing from the store (a fail-open
- * decision).
- */
-function settleCharge(admission: Admission, actual: number): { paid: number; balance: number } {
-  const { cost, decision, limiter, identity } = admission
-  // A free operation was only peeked at: the store answered, so what it cost above 0 is billed all the same.
-  const spentFromStore = charged(decision) || (cost === 0 && decision.source === 'store')
-  if (!spentFromStore || actual === cost) return { paid: actual, balance: 0 }
-  if (actual < cost) {
-    const refund = cost - actual
-    // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
-    if (limiter.refundNow?.(identity, refund) === undefined) limiter.refund(identity, refund).catch(() => {})
-    return { paid: actual, balance: refund }
-  }
-  const overage = Math.min(actual - cost, decision.remaining + limiter.limit)
-  if (overage <= 0) return { paid: cost, balance: 0 }
-  // The same for the debit; sent before the response is, so the caller's next operation finds it made.
-  if (limiter.debitNow?.(identity, overage) === undefined) limiter.debit(identity, overage).catch(() => {})
-  return { paid: cost + overage, balance: -overage }
-}
-
-/**
- * What an executed operation really cost: its response counted in the cost model (above the estimate when that
- * was too low), or the whole estimate when an error hid work that ran (see `hidesWork`); never below `minCost`.
- */
-function actualCost(
-  admission: Admission,
-  data: ExecutionResult['data'],
-  errors: ExecutionResult['errors'],
-  minCost: number,
-): number {
-  const { priced, cost } = admission
-  // Too large to price (dry-run only): nothing to count against.
-  if (priced === undefined) return cost
-  const counted = priced.actual(data)
-  return Math.max(hidesWork(data, errors) ? Math.max(counted, cost) : counted, minCost)
 }
 
 function copyRefusal(refusal: GraphQLError): GraphQLError {

@@ -1,14 +1,17 @@
 import type { ExecutionResult } from 'graphql'
+import type { Decision } from '../../core/decision.js'
 import type { LimiterHooks } from '../../core/hooks.js'
 import {
   type ConcurrencyLimiter,
   concurrencyLimit,
   type Lease,
 } from '../../core/limiters/concurrencyLimit.js'
+import type { RateLimiter } from '../../core/rateLimiter.js'
 import type { ResolvedConfig } from '../config.js'
 import type { GraphQLContext } from '../options.js'
 import { limitDetails, limitMessage, type RefusalCode, RefusalCodes, refusal } from '../refusal.js'
 import type { Admission, Stop } from './admissionEngine.js'
+import type { ChargedEvent, SubscriptionHooks } from './chargedEvents.js'
 import {
   budgetRefusal,
   charged,
@@ -17,14 +20,9 @@ import {
   retryAfterSeconds,
   withoutHttp,
 } from './operationResults.js'
+import { actualCost, debitWork } from './settlement.js'
 
-/** What a running subscription needs from tollbooth while it delivers events. */
-export interface SubscriptionHooks {
-  /** Charges `costPerEvent` for an event; an event the budget cannot pay is replaced through `setResult`. */
-  readonly onNext: ((payload: { setResult(result: ExecutionResult): void }) => Promise<void>) | undefined
-  /** The subscription ended (completed, failed or cancelled): its lease is given back. */
-  onEnd(): void
-}
+export type { SubscriptionHooks } from './chargedEvents.js'
 
 /** An admitted subscription, holding its lease (if the caller's subscriptions are capped) until it ends. */
 export interface OpenSubscription {
@@ -37,9 +35,14 @@ export interface OpenSubscription {
   failed(): void
 }
 
-/** The subscription side of admission: the per-identity cap (leases), the charge per event. */
+/**
+ * The subscription side of admission: the per-identity cap (leases), and each event's charge, what its result
+ * cost, to the subscriber's budget for events.
+ */
 export class SubscriptionAdmission {
   private readonly leases: ConcurrencyLimiter | undefined
+  /** Per query budget, its default twin for events. */
+  private readonly eventTwins = new WeakMap<RateLimiter, RateLimiter>()
 
   constructor(
     private readonly config: ResolvedConfig,
@@ -96,6 +99,7 @@ export class SubscriptionAdmission {
       }
     }
     report(wouldRefuse)
+    const events = await this.eventBudget(admission)
     return {
       started: (result) => {
         if (!isAsyncIterable(result)) {
@@ -104,10 +108,7 @@ export class SubscriptionAdmission {
         }
         const stopRenewing = keepLeaseAlive(lease, leases)
         return {
-          onNext:
-            config.costPerEvent === 0
-              ? undefined
-              : eventCharger(admission, config, this.overHttp(admission.context)),
+          charge: eventCharger(admission, events, config, this.overHttp(admission.context)),
           onEnd() {
             stopRenewing()
             void lease?.release()
@@ -119,23 +120,55 @@ export class SubscriptionAdmission {
       },
     }
   }
+
+  /**
+   * The budget the subscription's events draw from: `subscriptions.limiter`, or by default a budget of the same
+   * size as the operation's, kept apart (`<name>:events`), so that what others publish can end a subscription but
+   * never spend its owner's budget for queries.
+   */
+  private async eventBudget(admission: Admission): Promise<RateLimiter> {
+    const chosen = this.config.eventLimiter?.(admission.context)
+    if (chosen !== undefined) return chosen
+    let twin = this.eventTwins.get(admission.limiter)
+    if (twin === undefined) {
+      twin = admission.limiter.twin(`${admission.limiter.name}:events`)
+      this.eventTwins.set(admission.limiter, twin)
+    }
+    return twin
+  }
 }
 
-/** Charges `costPerEvent` for each event; an event the budget cannot pay is replaced by a RATE_LIMITED error. */
-function eventCharger(admission: Admission, config: ResolvedConfig, overHttp: boolean) {
-  return async ({ setResult }: { setResult: (r: ExecutionResult) => void }) => {
-    const decision = await admission.limiter.consume(admission.identity, config.costPerEvent)
-    if (decision.allowed || config.dryRun) return
+/**
+ * Charges each event what its result cost in the cost model (at least `costPerEvent`), to `limiter` for the
+ * subscriber, into debt if need be: the work of an event is done by the time it is counted. An event the budget
+ * could not pay without debt is not sent: a RATE_LIMITED refusal is, and the subscription ends.
+ */
+function eventCharger(
+  admission: Admission,
+  limiter: RateLimiter,
+  config: ResolvedConfig,
+  overHttp: boolean,
+): (event: ExecutionResult) => ChargedEvent | Promise<ChargedEvent> {
+  const judge = (event: ExecutionResult, cost: number, decision: Decision): ChargedEvent => {
+    if (decision.allowed || config.dryRun) return { result: event, last: false }
     const error = budgetRefusal(
       config,
       decision,
-      admission.limiter,
-      config.costPerEvent,
+      limiter,
+      cost,
       'An event',
-      'The budget is spent; this event was not delivered.',
+      `The budget for events is spent; the subscription ends. Retry in ${retryAfterSeconds(decision.retryAfterMs)} s.`,
     )
     // Over graphql-ws there is no status line for the refusal's `http` (status, headers) to go to.
-    setResult({ errors: [overHttp ? error : withoutHttp(error)] })
+    return { result: { errors: [overHttp ? error : withoutHttp(error)] }, last: true }
+  }
+  return (event) => {
+    const cost = actualCost(admission, event, event.errors, config.costPerEvent)
+    if (cost === 0) return { result: event, last: false }
+    const decision = debitWork(limiter, admission.identity, cost)
+    return decision instanceof Promise
+      ? decision.then((decided) => judge(event, cost, decided))
+      : judge(event, cost, decision)
   }
 }
 

@@ -7,8 +7,10 @@
  * `accept: text/event-stream`, the stream read to its end): Apollo Server serves no subscription over HTTP.
  *
  * Covered on both servers: the subscription's cost charged at subscribe, the over-budget refusal at subscribe
- * (RATE_LIMITED with `retryAfter`, no resolver run), `costPerEvent` (event N+1 of a budget that pays N is a
- * RATE_LIMITED error result), `maxPerIdentity` with its leases released when a subscription completes, is
+ * (RATE_LIMITED with `retryAfter`, no resolver run), each event charged what its result costs to a budget for
+ * events (the event it cannot pay is a RATE_LIMITED error result, and ends the subscription), `costPerEvent` as
+ * the least an event costs, the default budget for events kept apart from the query budget, `maxPerIdentity` with
+ * its leases released when a subscription completes, is
  * unsubscribed (at once, even while its source is suspended) or its connection closes, on a MemoryStore and on a
  * RedisStore; refusals over graphql-ws carry no `http` extension; a parse guard's or a structural rule's refusal is
  * an `error` message on an open socket; HTTP and graphql-ws draw on one budget. On Yoga also over SSE; on Apollo
@@ -152,9 +154,13 @@ interface Harness {
   readonly wsUrl: string
   readonly runs: Runs
   readonly limiter: RateLimiter
+  /** The budget the subscriptions' events draw from. */
+  readonly eventBudget: RateLimiter
   readonly events: OperationEvent[]
   /** The budget left for IDENTITY. */
   remaining(): Promise<number>
+  /** The budget for events left for IDENTITY. */
+  eventsRemaining(): Promise<number>
 }
 
 const cleanups: (() => unknown)[] = []
@@ -165,6 +171,11 @@ afterEach(async () => {
 
 interface StartOptions {
   readonly capacity: number
+  /**
+   * The capacity of the budget for events, given as `subscriptions.limiter` (1000 by default); `'twin'` leaves the
+   * option out, so that events draw from the plugin's default: a budget like `capacity`'s, kept apart.
+   */
+  readonly eventCapacity?: number | 'twin'
   readonly store?: Store
   /** The plugin's `name`: its leases are `${name}:subscriptions` in `store`. */
   readonly name?: string
@@ -191,6 +202,21 @@ async function start(driver: WsServerDriver, options: StartOptions): Promise<Har
     refillPerSecond: REFILL,
     ...(options.store === undefined ? {} : { store: options.store }),
   })
+  const eventCapacity = options.eventCapacity ?? 1000
+  const eventBudget =
+    eventCapacity === 'twin'
+      ? // The plugin's default: the same store and size, under the limiter's name and `:events`.
+        limiter.twin(`${limiter.name}:events`)
+      : tokenBucket({
+          name: `events-${serial}`,
+          capacity: eventCapacity,
+          refillPerSecond: REFILL,
+          ...(options.store === undefined ? {} : { store: options.store }),
+        })
+  const subscriptions = {
+    ...(eventCapacity === 'twin' ? {} : { limiter: eventBudget }),
+    ...options.subscriptions,
+  }
   const schema = makeSchema(runs, stall)
   const server = await driver.start({
     schema,
@@ -199,7 +225,7 @@ async function start(driver: WsServerDriver, options: StartOptions): Promise<Har
       onOperation: (event) => events.push(event),
       ...(options.store === undefined ? {} : { store: options.store }),
       ...(options.name === undefined ? {} : { name: options.name }),
-      ...(options.subscriptions === undefined ? {} : { subscriptions: options.subscriptions }),
+      subscriptions,
       ...(options.limits === undefined ? {} : { limits: options.limits }),
       ...(options.identify === undefined ? {} : { identify: options.identify }),
     },
@@ -214,8 +240,10 @@ async function start(driver: WsServerDriver, options: StartOptions): Promise<Har
     wsUrl: server.wsUrl,
     runs,
     limiter,
+    eventBudget,
     events,
     remaining: async () => (await limiter.peek(IDENTITY)).remaining,
+    eventsRemaining: async () => (await eventBudget.peek(IDENTITY)).remaining,
   }
 }
 
@@ -398,7 +426,7 @@ describe.each(wsServerDrivers.map((driver) => [driver.name, driver] as const))('
   // ---------------------------------------------------------------------------------------------------------------
 
   describe('graphql-ws: budget', () => {
-    it('charges the subscription its hand-computed cost at subscribe, and nothing per event by default', async () => {
+    it('charges the subscription its hand-computed cost at subscribe, and nothing per event to the query budget', async () => {
       const h = await start(driver, { capacity: 100 })
       const client = wsClient(h.wsUrl)
       expect(await h.remaining()).toBe(100)
@@ -550,32 +578,64 @@ describe.each(wsServerDrivers.map((driver) => [driver.name, driver] as const))('
       expect(await h.remaining()).toBe(SUB_COST - 1)
     })
 
-    it('costPerEvent: a budget that pays the subscription and 3 events turns events 4 and 5 into RATE_LIMITED', async () => {
-      const perEvent = 2
-      const paidEvents = 3
-      const h = await start(driver, {
-        capacity: SUB_COST + perEvent * paidEvents,
-        subscriptions: { costPerEvent: perEvent },
-      })
-      const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(5))
-      // The subscription stays open through the refused events and completes normally.
-      expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
+    it('each event is charged what its result costs (7) to the budget for events; 200 events, 1,400', async () => {
+      const h = await start(driver, { capacity: 100, eventCapacity: 2000 })
+      const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(200))
+      expect(await within(op.ended, 10_000, 'the subscription to complete')).toBeUndefined()
+      expect(op.results).toHaveLength(200)
+      expect(op.results[199]).toEqual(tick(200))
+      // ticks 5 (@cost) + samples: 2 Sample objects, 1 each = 7 per event, as the subscription is priced.
+      expect(await h.eventsRemaining()).toBe(2000 - 200 * SUB_COST)
+      expect(await h.remaining()).toBe(100 - SUB_COST)
+    })
 
-      expect(op.results).toHaveLength(5)
+    it('the event the budget for events cannot pay is charged, refused and ends the subscription', async () => {
+      const paidEvents = 3
+      const h = await start(driver, { capacity: 100, eventCapacity: SUB_COST * paidEvents + 2 })
+      const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(10))
+      expect(await within(op.ended, 5_000, 'the subscription to end')).toBeUndefined()
+      expect(op.results).toHaveLength(paidEvents + 1)
       expect(op.results.slice(0, paidEvents)).toEqual([tick(1), tick(2), tick(3)])
-      for (const result of op.results.slice(paidEvents)) {
-        const error = refusalOf(result)
-        expect(error.extensions.code).toBe('RATE_LIMITED')
-        expect(typeof error.extensions.retryAfter).toBe('number')
-        // 2 units short at 1 unit per 1000 s.
-        expect(error.extensions.retryAfter).toBe(2000)
-        expect(error.extensions.cost).toBe(perEvent)
-        expect(error.message).toBe('The budget is spent; this event was not delivered.')
-        expect(error.extensions.http).toBeUndefined()
-      }
-      // The resolver produced all 5 events; only 3 were paid for, and the refused ones spent nothing.
-      expect(h.runs).toEqual({ subscribes: 1, events: 5, active: 0 })
-      expect(await h.remaining()).toBe(0)
+      const error = refusalOf(op.results[paidEvents])
+      expect(error.extensions.code).toBe('RATE_LIMITED')
+      expect(error.extensions.cost).toBe(SUB_COST)
+      // 2 were left, 7 taken: 5 owed, and 1 more to fit: 6 units at 1 unit per 1000 s.
+      expect(error.extensions.retryAfter).toBe(6000)
+      expect(error.message).toBe('The budget for events is spent; the subscription ends. Retry in 6000 s.')
+      expect(error.extensions.http).toBeUndefined()
+      // The 4th event was computed, so it was charged; the source was closed after it, at no further event.
+      expect(h.runs).toEqual({ subscribes: 1, events: paidEvents + 1, active: 0 })
+      expect(await h.eventsRemaining()).toBe(0)
+      // The budget for queries paid the subscription's opening only.
+      expect(await h.remaining()).toBe(100 - SUB_COST)
+    })
+
+    it('costPerEvent is the least an event costs', async () => {
+      const h = await start(driver, {
+        capacity: 100,
+        eventCapacity: 1000,
+        subscriptions: { costPerEvent: 20 },
+      })
+      const op = subscribeWs(wsClient(h.wsUrl), ticksQuery(3))
+      expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
+      expect(op.results).toEqual([tick(1), tick(2), tick(3)])
+      expect(await h.eventsRemaining()).toBe(1000 - 3 * 20)
+    })
+
+    it("by default events draw from a budget of the query budget's size, kept apart: draining it never spends the query budget", async () => {
+      const h = await start(driver, { capacity: 30, eventCapacity: 'twin' })
+      const client = wsClient(h.wsUrl, { lazy: false })
+      // Whoever makes the events (here the source, elsewhere other clients' mutations), 30 units pay 4 of them.
+      const op = subscribeWs(client, ticksQuery(100))
+      expect(await within(op.ended, 5_000, 'the subscription to end')).toBeUndefined()
+      expect(op.results).toHaveLength(5)
+      expect(refusalOf(op.results[4]).extensions.code).toBe('RATE_LIMITED')
+      expect(await h.eventsRemaining()).toBe(0)
+      // The query budget paid the opening (7) and nothing for the events: a query still runs.
+      expect(await h.remaining()).toBe(30 - SUB_COST)
+      const query = subscribeWs(client, '{ budget }')
+      expect(await within(query.ended, 5_000, 'the query')).toBeUndefined()
+      expect(query.results[0]?.data).toEqual({ budget: 1 })
     })
   })
 
@@ -1023,15 +1083,18 @@ describe('SSE through Yoga', () => {
     expect(await h.remaining()).toBe(10 - SUB_COST)
   })
 
-  it('costPerEvent over SSE: event N+1 is a RATE_LIMITED error', async () => {
-    const h = await start(yogaDriver, { capacity: SUB_COST + 2, subscriptions: { costPerEvent: 1 } })
-    const stream = await subscribeSse(h.httpUrl, ticksQuery(3))
+  it('over SSE: each event charged what it costs; the one the budget for events cannot pay ends the stream', async () => {
+    const h = await start(yogaDriver, { capacity: 100, eventCapacity: 2 * SUB_COST })
+    const stream = await subscribeSse(h.httpUrl, ticksQuery(5))
     await within(stream.ended, 5_000, 'the stream to end')
     expect(stream.status).toBe(200)
     expect(stream.results.slice(0, 2)).toEqual([tick(1), tick(2)])
     expect(stream.results).toHaveLength(3)
     expect(refusalOf(stream.results[2]).extensions.code).toBe('RATE_LIMITED')
-    expect(await h.remaining()).toBe(0)
+    expect(stream.events.map((event) => event.event)).toEqual(['next', 'next', 'next', 'complete'])
+    expect(h.runs).toEqual({ subscribes: 1, events: 3, active: 0 })
+    expect(await h.eventsRemaining()).toBe(0)
+    expect(await h.remaining()).toBe(100 - SUB_COST)
   })
 
   it('maxPerIdentity: the third stream is refused with 429; aborting a stream releases its lease', async () => {

@@ -1,0 +1,83 @@
+import type { ExecutionResult } from 'graphql'
+import type { Decision } from '../../core/decision.js'
+import type { RateLimiter } from '../../core/rateLimiter.js'
+import type { PricedOperation } from '../cost/costAnalyzer.js'
+import { hidesWork } from '../cost/hiddenWork.js'
+import { charged } from './operationResults.js'
+
+/**
+ * Settlement: what an operation (or a subscription's event) pays once its work is done. The charge made at the door
+ * was the estimate; what the response really holds is counted in the same model, and the difference is refunded or
+ * debited. See docs/graphql.md, "What is refunded".
+ */
+
+/** What settlement needs to know of an admitted operation. */
+export interface Charged {
+  /** The estimate (at least `minCost`), as charged at the door. */
+  readonly cost: number
+  /** Undefined when the operation was too large to price (dry-run lets it run). */
+  readonly priced: PricedOperation | undefined
+  readonly limiter: RateLimiter
+  readonly identity: string
+  readonly decision: Decision
+}
+
+/**
+ * What an executed operation really cost: its response counted in the cost model (above the estimate when that
+ * was too low), or the whole estimate when an error hid work that ran (see `hidesWork`); never below `floor`.
+ */
+export function actualCost(
+  operation: Pick<Charged, 'cost' | 'priced'>,
+  result: ExecutionResult,
+  /** The errors as execution raised them, where the result's are already formatted (Apollo). */
+  errors: ExecutionResult['errors'],
+  floor: number,
+): number {
+  const { priced, cost } = operation
+  // Too large to price (dry-run only): nothing to count against.
+  if (priced === undefined) return cost
+  const counted = priced.actual(result.data)
+  return Math.max(hidesWork(result.data, errors) ? Math.max(counted, cost) : counted, floor)
+}
+
+/** What an operation paid in the end, and what went back to its budget (negative for a debit). */
+export interface Settled {
+  readonly paid: number
+  readonly balance: number
+}
+
+/**
+ * Brings what the operation paid from its estimate to `actual`: a refund of the difference, or a debit of what it
+ * cost above the estimate, into debt of at most the budget's quota (as the store keeps it). `paid` is `actual`
+ * unless the debt would pass that bound; nothing moves when admission spent nothing from the store (a fail-open
+ * decision).
+ */
+export function settleCharge(operation: Charged, actual: number): Settled {
+  const { cost, decision, limiter, identity } = operation
+  // A free operation was only peeked at: the store answered, so what it cost above 0 is billed all the same.
+  const spentFromStore = charged(decision) || (cost === 0 && decision.source === 'store')
+  if (!spentFromStore || actual === cost) return { paid: actual, balance: 0 }
+  if (actual < cost) {
+    const refund = cost - actual
+    // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
+    if (limiter.refundNow?.(identity, refund) === undefined) limiter.refund(identity, refund).catch(() => {})
+    return { paid: actual, balance: refund }
+  }
+  const overage = Math.min(actual - cost, decision.remaining + limiter.limit)
+  if (overage <= 0) return { paid: cost, balance: 0 }
+  // The same for the debit; sent before the response is, so the caller's next operation finds it made.
+  if (limiter.debitNow?.(identity, overage) === undefined) limiter.debit(identity, overage).catch(() => {})
+  return { paid: cost + overage, balance: -overage }
+}
+
+/**
+ * Charges what work already done cost (a subscription's event) to `limiter`, into debt if need be. Answers the
+ * decision: `allowed` false when the budget could not pay without going into debt.
+ */
+export function debitWork(
+  limiter: RateLimiter,
+  identity: string,
+  amount: number,
+): Decision | Promise<Decision> {
+  return limiter.debitNow?.(identity, amount) ?? limiter.debit(identity, amount)
+}
