@@ -194,7 +194,12 @@ export interface TollboothPlugin {
     args: ExecutionArgs
     setResultAndStopExecution(result: ExecutionResult): void
   }): MaybePromise<
-    | { onExecuteDone(payload: { result: unknown; setResult(result: ExecutionResult): void }): void }
+    | {
+        onExecuteDone(payload: {
+          result: unknown
+          setResult(result: ExecutionResult | AsyncIterableIterator<ExecutionResult>): void
+        }): void
+      }
     | undefined
   >
   onSubscribe(payload: {

@@ -71,10 +71,14 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
         setResult,
       }: {
         result: unknown
-        setResult: (result: ExecutionResult) => void
+        setResult: (result: ExecutionResult | AsyncIterableIterator<ExecutionResult>) => void
       }) {
-        // Incremental delivery (@defer/@stream) is charged its estimate and not refunded.
-        if (!isAsyncIterable(result)) setResult(engine.settle(admission, result as ExecutionResult))
+        // Incremental delivery (@defer/@stream) is settled payload by payload, as it is sent.
+        setResult(
+          isAsyncIterable(result)
+            ? engine.settleIncremental(admission, result as AsyncIterable<ExecutionResult>)
+            : engine.settle(admission, result as ExecutionResult),
+        )
       },
     }
   }

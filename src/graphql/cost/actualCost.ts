@@ -155,6 +155,58 @@ export class ResponsePlan {
     return this.countObject(this.selectionOf(this.root), data as Record<string, unknown>, undefined)
   }
 
+  /**
+   * What the fields `data` brings to the object at `path` of the response `merged` cost (a deferred fragment's part
+   * of an incremental response). `merged` is the response as the client has it so far, read to find the object.
+   */
+  deferredCost(merged: unknown, path: readonly (string | number)[], data: unknown): number {
+    const target = this.reach(merged, path)
+    if (target?.selection === undefined || data === null || typeof data !== 'object') return 0
+    return this.countObject(target.selection, data as Record<string, unknown>, undefined)
+  }
+
+  /**
+   * What list items cost that a stream appends to the list at `listPath` of the response `merged` (a streamed
+   * part of an incremental response).
+   */
+  streamedCost(merged: unknown, listPath: readonly (string | number)[], items: readonly unknown[]): number {
+    const key = listPath.at(-1)
+    const parent = this.reach(merged, listPath.slice(0, -1))
+    if (typeof key !== 'string' || parent?.selection === undefined) return 0
+    const field = fieldAt(parent.selection, parent.object, key, (selection, object) =>
+      this.concreteTypeOf(selection, object),
+    )
+    if (field === undefined) return 0
+    let total = 0
+    for (const item of items) total += this.valueCost(field.child, field.weight, item, undefined)
+    return total
+  }
+
+  /** The object at `path` of `merged` and its compiled selection; undefined where the path leads nowhere. */
+  private reach(
+    merged: unknown,
+    path: readonly (string | number)[],
+  ): { object: Record<string, unknown>; selection: CompiledSelection | undefined } | undefined {
+    if (this.root === undefined || merged === null || typeof merged !== 'object') return undefined
+    let object = merged as Record<string, unknown>
+    let selection: CompiledSelection | undefined = this.selectionOf(this.root)
+    let value: unknown = object
+    let child: ChildSelection | undefined
+    for (const key of path) {
+      if (typeof key === 'number') {
+        value = Array.isArray(value) ? value[key] : undefined
+      } else {
+        if (selection === undefined) return undefined
+        child = fieldAt(selection, object, key, (compiled, at) => this.concreteTypeOf(compiled, at))?.child
+        value = object[key]
+      }
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) continue
+      object = value as Record<string, unknown>
+      selection = child === undefined ? undefined : this.selectionOf(child)
+    }
+    return value === object ? { object, selection } : undefined
+  }
+
   /** What an object's fields cost (its own weight is its field's). */
   private countObject(
     selection: CompiledSelection,
@@ -433,6 +485,35 @@ export class ResponsePlan {
     }
     return { fixed, weight: cost.weight }
   }
+}
+
+/**
+ * The field under `key` in an object of `selection`, with its weight (the dearest where it is priced apart and the
+ * object's concrete type is unknown).
+ */
+function fieldAt(
+  selection: CompiledSelection,
+  object: Record<string, unknown>,
+  key: string,
+  concreteTypeOf: (selection: CompiledSelection, object: Record<string, unknown>) => number | undefined,
+): { child: ChildSelection | undefined; weight: number } | undefined {
+  const byWeight = (field: PricedField) => ({
+    child: field.child,
+    weight: field.single ? field.weight : Math.max(...field.prices.map((price) => price.weight)),
+  })
+  const common = selection.common.find((field) => field.responseKey === key)
+  if (common !== undefined) return byWeight(common)
+  if (selection.typesApart === 0) return undefined
+  const concrete = concreteTypeOf(selection, object)
+  if (concrete !== undefined) {
+    const own = selection.ownByType[concrete]?.find((field) => field.responseKey === key)
+    return own === undefined ? undefined : byWeight(own)
+  }
+  const apart = selection.apart.find(({ field }) => field.responseKey === key)
+  if (apart === undefined) return undefined
+  let weight = 0
+  for (const { prices } of apart.byType) for (const price of prices) weight = Math.max(weight, price.weight)
+  return { child: apart.field.child, weight }
 }
 
 function pricedField(field: CountedField, prices: readonly Price[]): PricedField {

@@ -15,6 +15,7 @@ import { type DocumentPlan, planDocument } from './documentPlan.js'
 import { type CostSettings, type EstimateRun, estimateSelection } from './estimator.js'
 import type { CostExplanation, FieldExplanation } from './explain.js'
 import { checkExpandedSize, FieldVisitBudget } from './fieldVisits.js'
+import { IncrementalCount } from './incrementalCount.js'
 
 export { TooLargeToPriceError } from './fieldVisits.js'
 
@@ -74,6 +75,8 @@ export interface OperationInput {
 export interface PricedOperation {
   readonly cost: number
   actual(data: unknown): number
+  /** A count of an incremental response (`@defer`, `@stream`), part by part. */
+  incremental(): IncrementalCount
 }
 
 const OWNER = 'useTollbooth'
@@ -182,7 +185,8 @@ export class CostAnalyzer {
     // Kept only once priced: an operation that cannot be priced (invalid variables, too large) takes no slot.
     keep(slot, cached)
     const actual = (data: unknown): number => this.countResponse(model, cached, input, data)
-    return { cost, actual }
+    const incremental = () => new IncrementalCount(this.responsePlan(model, cached, input))
+    return { cost, actual, incremental }
   }
 
   /** Where the operation's document and cost variables are cached, and what is cached there so far. */
@@ -203,13 +207,22 @@ export class CostAnalyzer {
     data: unknown,
   ): number {
     if (data == null) return 0
+    return this.responsePlan(model, cached, input)?.cost(data) ?? 0
+  }
+
+  /** The compiled walk of responses to the operation, built on first use into `cached`. */
+  private responsePlan(
+    model: CostModel,
+    cached: VariablesEntry,
+    input: OperationInput,
+  ): ResponsePlan | undefined {
     if (cached.responsePlan === undefined) {
       const operation = selectOperation(input.document, input.operationName)
-      if (operation === undefined) return 0
+      if (operation === undefined) return undefined
       const variables = coerceVariables(input.schema, operation, input.variables ?? {})
       cached.responsePlan = new ResponsePlan(model, this.settings, input.document, operation, variables)
     }
-    return cached.responsePlan.cost(data)
+    return cached.responsePlan
   }
 
   private documentEntry(model: CostModel, document: DocumentNode): DocumentEntry {

@@ -19,6 +19,7 @@ import {
   selectOperation,
   TooLargeToPriceError,
 } from '../cost/costAnalyzer.js'
+import type { IncrementalPayload } from '../cost/incrementalCount.js'
 import { FieldLimitExecutions } from '../fieldLimitExecutions.js'
 import { type FieldLimitDenial, FieldLimits } from '../fieldLimits.js'
 import { contextIp } from '../identity.js'
@@ -37,17 +38,19 @@ import { maxDepthRule } from '../rules/maxDepth.js'
 import { maxDirectivesRule } from '../rules/maxDirectives.js'
 import { maxIntrospectionFieldsRule } from '../rules/maxIntrospectionFields.js'
 import { maxRootFieldsRule } from '../rules/maxRootFields.js'
+import { settledParts } from './incrementalSettlement.js'
 import {
   budgetRefusal,
   type CostExtension,
   fieldRefusal,
   operationEvent,
   refusedResult,
+  retryAfterSeconds,
   withCostExtension,
   withoutHttp,
 } from './operationResults.js'
 import type { RequestState } from './requestState.js'
-import { actualCost, settleCharge } from './settlement.js'
+import { actualCost, debitWork, settleCharge, spentFromStore } from './settlement.js'
 import { SubscriptionAdmission } from './subscriptionAdmission.js'
 
 /** One operation as the executor will run it: graphql-js' `ExecutionArgs` has this shape. */
@@ -482,52 +485,136 @@ export class AdmissionEngine {
     executionErrors: ExecutionResult['errors'] = result.errors,
   ): ExecutionResult {
     const { config } = this
-    const { cost, decision, limiter, state } = admission
     const { paid, balance } = settleCharge(
       admission,
       actualCost(admission, result, executionErrors, config.minCost),
     )
-    const currentlyAvailable = Math.min(limiter.limit, decision.remaining + balance)
-    config.onOperation?.(
-      operationEvent(config, admission.operation, cost, admission.wouldRefuse, decision, {
-        actualCost: paid,
-      }),
+    this.report(admission, paid)
+    this.noteHeaders(admission, balance)
+    const extension = this.costExtension(admission, paid, balance)
+    return extension === undefined ? result : withCostExtension(result, extension)
+  }
+
+  /**
+   * An incremental response (`@defer`, `@stream`) settled as it is sent: each payload counted as it passes, what
+   * the parts cost above the estimate debited as it is reached (a response the budget cannot pay for ends there,
+   * its last payload carrying the refusal), and at the end what was not used refunded, the operation reported and
+   * `extensions.cost` added to the last payload. The RateLimit fields are those of admission: the response's head
+   * is sent before its first payload.
+   */
+  settleIncremental(
+    admission: Admission,
+    source: AsyncIterable<ExecutionResult>,
+  ): AsyncIterableIterator<ExecutionResult> {
+    const { config } = this
+    this.noteHeaders(admission, 0)
+    const count = admission.priced?.incremental()
+    let actual = 0
+    let paid = admission.cost
+    const bills = spentFromStore(admission)
+    return settledParts(source, {
+      count: (payload) => {
+        actual += count?.add(payload as IncrementalPayload) ?? 0
+        if (!bills || actual <= paid) return undefined
+        const overage = actual - paid
+        paid = actual
+        return debitWork(admission.limiter, admission.identity, overage)
+      },
+      refusal: (decision) =>
+        config.dryRun
+          ? undefined
+          : budgetRefusal(
+              config,
+              decision,
+              admission.limiter,
+              actual,
+              'The response',
+              `The budget cannot pay for more of this response; it ends here. Retry in ${retryAfterSeconds(decision.retryAfterMs)} s.`,
+            ),
+      finish: () => {
+        const final = Math.max(actual, config.minCost)
+        let balance = admission.cost - paid
+        if (bills && final < paid) {
+          const refund = paid - final
+          if (admission.limiter.refundNow?.(admission.identity, refund) === undefined) {
+            admission.limiter.refund(admission.identity, refund).catch(() => {})
+          }
+          balance += refund
+          paid = final
+        }
+        this.report(admission, bills ? paid : final)
+        return this.costExtension(admission, bills ? paid : final, balance)
+      },
+    })
+  }
+
+  /** The `onOperation` event of an operation that ran and paid `paid`. */
+  private report(admission: Admission, paid: number): void {
+    this.config.onOperation?.(
+      operationEvent(
+        this.config,
+        admission.operation,
+        admission.cost,
+        admission.wouldRefuse,
+        admission.decision,
+        {
+          actualCost: paid,
+        },
+      ),
     )
-    if (state !== undefined && config.headers) {
-      // The headers describe the budget after settlement: a token bucket is full that much sooner or later.
-      // In dry-run the operation ran: no Retry-After, whatever the decision.
-      const resetMs =
-        limiter.algorithm === 'tokenBucket'
-          ? Math.max(0, decision.resetMs - Math.floor((balance * 1000) / limiter.restorePerSecond))
-          : decision.resetMs
-      // Written out rather than spread from `decision`: a literal of fixed shape costs a fraction of a copy.
-      const after: Decision = {
-        allowed: true,
-        limit: decision.limit,
-        remaining: Math.max(0, Math.floor(currentlyAvailable)),
-        resetMs,
-        retryAfterMs: 0,
-        delayMs: decision.delayMs,
-        neverAllowed: false,
-        source: decision.source,
-      }
-      const fields = rateLimitHeaders(after, limiter.policy)
-      state.rateLimit = fields.RateLimit
-      state.rateLimitPolicy = fields['RateLimit-Policy']
+  }
+
+  /**
+   * The RateLimit fields of the request's response, noted in its state: the budget after admission, and after
+   * `balance` went back to it (negative: debited). In dry-run the operation ran: no Retry-After, whatever the
+   * decision.
+   */
+  private noteHeaders(admission: Admission, balance: number): void {
+    const { decision, limiter, state } = admission
+    if (state === undefined || !this.config.headers) return
+    // A token bucket is full that much sooner or later.
+    const resetMs =
+      limiter.algorithm === 'tokenBucket'
+        ? Math.max(0, decision.resetMs - Math.floor((balance * 1000) / limiter.restorePerSecond))
+        : decision.resetMs
+    // Written out rather than spread from `decision`: a literal of fixed shape costs a fraction of a copy.
+    const after: Decision = {
+      allowed: true,
+      limit: decision.limit,
+      remaining: Math.max(0, Math.floor(available(admission, balance))),
+      resetMs,
+      retryAfterMs: 0,
+      delayMs: decision.delayMs,
+      neverAllowed: false,
+      source: decision.source,
     }
-    if (!config.costExtension) return result
-    const extension: CostExtension = { requestedQueryCost: cost, actualQueryCost: paid }
+    const fields = rateLimitHeaders(after, limiter.policy)
+    state.rateLimit = fields.RateLimit
+    state.rateLimitPolicy = fields['RateLimit-Policy']
+  }
+
+  /** `extensions.cost` of an operation that paid `paid`, `balance` having gone back to the budget. */
+  private costExtension(admission: Admission, paid: number, balance: number): CostExtension | undefined {
+    const { config } = this
+    if (!config.costExtension) return undefined
+    const { limiter } = admission
+    const extension: CostExtension = { requestedQueryCost: admission.cost, actualQueryCost: paid }
     if (config.exposeLimits) {
       extension.throttleStatus = {
         maximumAvailable: limiter.limit,
         // Below 0 while the caller owes for a response that cost more than its estimate.
-        currentlyAvailable: Math.floor(currentlyAvailable),
+        currentlyAvailable: Math.floor(available(admission, balance)),
         restoreRate: limiter.restorePerSecond,
       }
     }
     if (admission.wouldRefuse !== undefined) extension.wouldRefuse = admission.wouldRefuse
-    return withCostExtension(result, extension)
+    return extension
   }
+}
+
+/** What the budget holds after admission and `balance` going back to it (never above its quota). */
+function available(admission: Admission, balance: number): number {
+  return Math.min(admission.limiter.limit, admission.decision.remaining + balance)
 }
 
 function copyRefusal(refusal: GraphQLError): GraphQLError {

@@ -40,6 +40,14 @@ export function actualCost(
   return Math.max(hidesWork(result.data, errors) ? Math.max(counted, cost) : counted, floor)
 }
 
+/**
+ * Whether admission spent the operation's cost from the store, so that settlement has something to move: not for a
+ * fail-policy answer. A free operation was only peeked at: the store answered, so what it cost above 0 is billed.
+ */
+export function spentFromStore(operation: Pick<Charged, 'cost' | 'decision'>): boolean {
+  return charged(operation.decision) || (operation.cost === 0 && operation.decision.source === 'store')
+}
+
 /** What an operation paid in the end, and what went back to its budget (negative for a debit). */
 export interface Settled {
   readonly paid: number
@@ -54,9 +62,7 @@ export interface Settled {
  */
 export function settleCharge(operation: Charged, actual: number): Settled {
   const { cost, decision, limiter, identity } = operation
-  // A free operation was only peeked at: the store answered, so what it cost above 0 is billed all the same.
-  const spentFromStore = charged(decision) || (cost === 0 && decision.source === 'store')
-  if (!spentFromStore || actual === cost) return { paid: actual, balance: 0 }
+  if (!spentFromStore(operation) || actual === cost) return { paid: actual, balance: 0 }
   if (actual < cost) {
     const refund = cost - actual
     // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.

@@ -1,0 +1,185 @@
+/**
+ * Incremental delivery (`@defer`, `@stream`) on Yoga with `@graphql-yoga/plugin-defer-stream`, settled like any
+ * operation: the review's `{ feed @stream(initialCount: 1) { id heavy } }` was charged its estimate of 63 while
+ * `heavy` ran 2,000 times. Each payload is counted as it is sent; what the parts cost above the estimate is debited
+ * as it is reached, and a stream the budget cannot pay for is ended. Costs by hand: Item 1, `heavy` 20 (@cost), so
+ * an item costs 21; `feed` is sized 3 (@listSize assumedSize), so its estimate is 63.
+ */
+
+import { randomUUID } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { useDeferStream } from '@graphql-yoga/plugin-defer-stream'
+import { createSchema, createYoga } from 'graphql-yoga'
+import { afterEach, describe, expect, it } from 'vitest'
+import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
+import type { RateLimiter } from '../../../src/core/rateLimiter.js'
+import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
+import {
+  type CostExtension,
+  costDirectivesTypeDefs,
+  type OperationEvent,
+  useTollbooth,
+} from '../../../src/graphql/index.js'
+
+const ITEM = 21
+const CLIENT = 'ip:127.0.0.1'
+
+const typeDefs = /* GraphQL */ `
+  type Item {
+    id: ID!
+    heavy: Int @cost(weight: 20)
+  }
+  type Query {
+    "An async generator of \`count\` items, however many its @listSize says."
+    feed(count: Int!): [Item!]! @listSize(assumedSize: 3)
+    user: Item
+  }
+`
+
+interface Calls {
+  heavy: number
+  items: number
+}
+
+const closers: (() => Promise<void>)[] = []
+afterEach(async () => {
+  for (const close of closers.splice(0)) await close()
+})
+
+/** A budget on a clock that stands still: nothing comes back during a test. */
+function budget(capacity: number): RateLimiter {
+  const now = Date.now() * 1000
+  return tokenBucket({
+    name: `stream-${randomUUID().slice(0, 8)}`,
+    store: new MemoryStore({ clock: () => now }),
+    capacity,
+    refillPerSecond: 1,
+  })
+}
+
+async function start(limiter: RateLimiter) {
+  const calls: Calls = { heavy: 0, items: 0 }
+  const operations: OperationEvent[] = []
+  const schema = createSchema({
+    typeDefs: [costDirectivesTypeDefs, typeDefs],
+    resolvers: {
+      Query: {
+        feed: async function* (_: unknown, { count }: { count: number }) {
+          for (let i = 0; i < count; i++) {
+            calls.items++
+            yield { id: `i${i}` }
+            // As a cursor over a database would: the next item after a turn of the event loop.
+            await new Promise((resolve) => setImmediate(resolve))
+          }
+        },
+        user: () => ({ id: 'u' }),
+      },
+      Item: {
+        heavy: () => {
+          calls.heavy++
+          return 20
+        },
+      },
+    },
+  })
+  const yoga = createYoga({
+    schema,
+    logging: false,
+    plugins: [useDeferStream(), useTollbooth({ limiter, onOperation: (event) => operations.push(event) })],
+  })
+  const server = createServer(yoga)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  closers.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  )
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`
+  return { url, calls, operations }
+}
+
+interface Payload {
+  data?: unknown
+  incremental?: { data?: unknown; items?: unknown[]; path: (string | number)[] }[]
+  errors?: { message: string; extensions?: Record<string, unknown> }[]
+  extensions?: { cost?: CostExtension }
+  hasNext?: boolean
+}
+
+/** POSTs for a multipart/mixed response and reads every part. */
+async function incremental(url: string, query: string) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'multipart/mixed' },
+    body: JSON.stringify({ query }),
+  })
+  const text = await response.text()
+  const payloads: Payload[] = []
+  for (const part of text.split('\r\n---')) {
+    const body = part.slice(part.indexOf('\r\n\r\n') + 4).trim()
+    if (body.startsWith('{')) payloads.push(JSON.parse(body) as Payload)
+  }
+  return { status: response.status, headers: response.headers, payloads }
+}
+
+/** The items of `feed` the client assembled from the payloads. */
+function streamedItems(payloads: readonly Payload[]): unknown[] {
+  const first = (payloads[0]?.data as { feed?: unknown[] } | undefined)?.feed ?? []
+  return [...first, ...payloads.slice(1).flatMap((p) => (p.incremental ?? []).flatMap((e) => e.items ?? []))]
+}
+
+describe('useTollbooth in Yoga with @defer and @stream', () => {
+  it('a stream of 2,000 items priced 63 is charged 2,000 × 21 = 42,000, and reported so', async () => {
+    const limiter = budget(100_000)
+    const server = await start(limiter)
+    const reply = await incremental(server.url, '{ feed(count: 2000) @stream(initialCount: 1) { id heavy } }')
+    expect(reply.status).toBe(200)
+    expect(streamedItems(reply.payloads)).toHaveLength(2000)
+    expect(server.calls.heavy).toBe(2000)
+    const last = reply.payloads.at(-1)
+    expect(last?.hasNext).toBe(false)
+    expect(last?.extensions?.cost).toMatchObject({ requestedQueryCost: 63, actualQueryCost: 2000 * ITEM })
+    expect((await limiter.peek(CLIENT)).remaining).toBe(100_000 - 2000 * ITEM)
+    expect(server.operations).toEqual([
+      expect.objectContaining({ requestedCost: 63, actualCost: 2000 * ITEM, refused: undefined }),
+    ])
+    // The response's head carries the RateLimit fields of admission.
+    expect(reply.headers.get('ratelimit')).toMatch(new RegExp(`^"${limiter.name}";r=${100_000 - 63};t=\\d+$`))
+  })
+
+  it('a stream the budget cannot pay for ends there, with RATE_LIMITED; the work past the budget is bounded', async () => {
+    const limiter = budget(1000)
+    const server = await start(limiter)
+    const reply = await incremental(server.url, '{ feed(count: 2000) @stream(initialCount: 1) { id heavy } }')
+    const last = reply.payloads.at(-1)
+    expect(last?.hasNext).toBe(false)
+    expect(last?.errors?.map((error) => error.extensions?.code)).toEqual(['RATE_LIMITED'])
+    const sent = streamedItems(reply.payloads).length
+    // Paid in full up to the budget (1,000), and the payload that crossed it into debt: sent, and paid.
+    expect(sent * ITEM).toBeGreaterThan(1000)
+    expect(last?.extensions?.cost?.actualQueryCost).toBe(sent * ITEM)
+    expect(sent).toBeLessThan(2000)
+    // What ran is what was sent and what the executor had computed ahead of the client (one item on a quiet
+    // machine; more when the client reads slowly): far from the 2,000 asked.
+    expect(server.calls.heavy).toBeGreaterThanOrEqual(sent)
+    expect(server.calls.heavy).toBeLessThan(sent + 100)
+    expect((await limiter.peek(CLIENT)).remaining).toBe(0)
+  })
+
+  it('@defer: each deferred part counted as it arrives; the sum is the whole response, refunded to it', async () => {
+    const limiter = budget(1000)
+    const server = await start(limiter)
+    const reply = await incremental(server.url, '{ user { id ... @defer { heavy } } feed(count: 1) { id } }')
+    expect(reply.payloads.length).toBeGreaterThan(1)
+    expect(reply.payloads[0]?.extensions?.cost).toBeUndefined()
+    // Estimated: user 1 + the deferred heavy 20 + feed 3 × 1 = 24; returned: user 1 + heavy 20 + 1 item = 22.
+    expect(reply.payloads.at(-1)?.extensions?.cost).toMatchObject({
+      requestedQueryCost: 24,
+      actualQueryCost: 22,
+    })
+    expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 22)
+  })
+})
