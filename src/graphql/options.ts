@@ -168,7 +168,7 @@ export interface TollboothGraphQLOptions<TContext extends object = GraphQLContex
 export type ParseFunction = (source: string | Source, options?: ParseOptions) => DocumentNode
 
 /**
- * What `useTollbooth` returns: the Envelop hooks it uses and two of Yoga's HTTP hooks (`onRequestParse`,
+ * What `useTollbooth` returns: the Envelop hooks it uses and three of Yoga's (`onRequestParse`, `onExecutionResult`,
  * `onResponse`; Envelop alone never calls them). Spelled out with graphql-js types alone, so that the published
  * types need neither graphql-yoga nor @envelop/core: `createYoga({ plugins })` and `envelop({ plugins })` both take
  * it. Not generic on purpose: a context type here would be inferred from `createYoga`'s plugin list, which names
@@ -215,6 +215,12 @@ export interface TollboothPlugin {
       }
     | undefined
   >
+  onExecutionResult(payload: {
+    result: unknown
+    setResult(result: ExecutionResult): void
+    request: unknown
+    context: unknown
+  }): MaybePromise<void>
   onResponse(payload: {
     response: { readonly headers: { has(name: string): boolean; set(name: string, value: string): void } }
     serverContext: unknown

@@ -140,6 +140,16 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
       }
     },
 
+    onExecutionResult({ result, setResult, request, context }) {
+      // Yoga's response cache answers a hit from the request's parameters, before any hook of the operation runs.
+      if (!servedFromResponseCache(result)) return undefined
+      // The server's context, which Yoga gives the request only once it runs the operation.
+      const httpContext: GraphQLContext = Object.assign(Object.create(context as object), { request })
+      const served = engine.admitServedResult(result as ExecutionResult, httpContext, requestState(context))
+      if (!(served instanceof Promise)) return setResult(served)
+      return served.then(setResult)
+    },
+
     onResponse({ response, serverContext }) {
       const state = requestState(serverContext)
       if (state?.rateLimit === undefined || state.rateLimitPolicy === undefined) return
@@ -154,6 +164,13 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
       headers.set('ratelimit', state.rateLimit)
     },
   }
+}
+
+/** The mark `@graphql-yoga/plugin-response-cache` puts on the results it serves from its cache. */
+const SERVED_FROM_RESPONSE_CACHE = Symbol.for('servedFromResponseCache')
+
+function servedFromResponseCache(result: unknown): boolean {
+  return (result as Record<symbol, unknown> | undefined)?.[SERVED_FROM_RESPONSE_CACHE] === true
 }
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {

@@ -109,11 +109,15 @@ export interface ServerSetup<TCalls = ResolverCalls> {
 export interface YogaSetup<TCalls = ResolverCalls> extends ServerSetup<TCalls> {
   /** Yoga plugins listed before `useTollbooth`. */
   pluginsBefore?: Plugin[]
+  /** Yoga plugins listed after `useTollbooth`. */
+  pluginsAfter?: Plugin[]
 }
 
 export interface ApolloSetup<TCalls = ResolverCalls> extends ServerSetup<TCalls> {
   /** Apollo plugins listed before `tollboothApolloPlugin`. */
   pluginsBefore?: ApolloServerPlugin<BaseContext>[]
+  /** Apollo plugins listed after `tollboothApolloPlugin`. */
+  pluginsAfter?: ApolloServerPlugin<BaseContext>[]
   /** The GraphQL context of each request: `{ req }` (the Node request) by default, as the plugin's docs say. */
   context?: (http: { req: IncomingMessage }) => Promise<GraphQLContext>
   /** Runs after the driver's own `formatError` (which masks unexpected errors as Apollo's docs recommend). */
@@ -159,7 +163,7 @@ export async function startYoga<TCalls = ResolverCalls>(
         return masked
       },
     },
-    plugins: [...(setup.pluginsBefore ?? []), useTollbooth(options)],
+    plugins: [...(setup.pluginsBefore ?? []), useTollbooth(options), ...(setup.pluginsAfter ?? [])],
   })
   const server = createServer(yoga)
   closers.push(
@@ -217,7 +221,7 @@ export async function startApollo<TCalls = ResolverCalls>(
       const masked = isExpected(error) ? formatted : maskedError(formatted, error, unexpected)
       return setup.formatError === undefined ? masked : setup.formatError(masked, error)
     },
-    plugins: [...(setup.pluginsBefore ?? []), tollboothApolloPlugin(options)],
+    plugins: [...(setup.pluginsBefore ?? []), tollboothApolloPlugin(options), ...(setup.pluginsAfter ?? [])],
   })
   const { url } = await startStandaloneServer(server, {
     listen: { port: 0, host: '127.0.0.1' },

@@ -88,6 +88,28 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
     )
   }
 
+  /** A response a cache served in place of execution, as `admitServedResult` settles it (a refusal with its head). */
+  const answerServedResult = async (
+    response: GraphQLResponse,
+    context: GraphQLContext,
+    state: RequestState,
+  ): Promise<void> => {
+    if (response.body.kind !== 'single') return
+    const served = await engine.admitServedResult(
+      response.body.singleResult as ExecutionResult,
+      context,
+      state,
+    )
+    if (served.errors === undefined) {
+      response.body.singleResult = served as typeof response.body.singleResult
+      return
+    }
+    const head: HTTPGraphQLHead = { headers: new HeaderMap() }
+    response.body.singleResult = apolloRefusal(served, head)
+    response.http.status = head.status
+    for (const [name, value] of head.headers) response.http.headers.set(name, value)
+  }
+
   const requestOf = (requestContext: GraphQLRequestContext<TContext>): ApolloRequest => {
     if (!requestContext.requestIsBatched) {
       return { state: newRequestState(), operations: 1, ownsHeaders: false }
@@ -242,13 +264,15 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
             return
           }
           if (admission !== undefined && response.body.kind === 'single') {
-            // Incremental delivery (@defer/@stream) is charged its estimate and not refunded.
             // Hidden work is judged from the errors as raised (`errors`), not as `formatError` left them.
             response.body.singleResult = engine.settle(
               admission,
               response.body.singleResult as ExecutionResult,
               errors ?? [],
             ) as typeof response.body.singleResult
+          } else if (requestContext.metrics.responseCacheHit === true && response.body.kind === 'single') {
+            // A response cache listed before this plugin answered before admission: the hit pays minCost.
+            await answerServedResult(response, requestContext.contextValue as GraphQLContext, request.state)
           }
           const { rateLimit, rateLimitPolicy } = request.state
           if (rateLimit === undefined || rateLimitPolicy === undefined) return

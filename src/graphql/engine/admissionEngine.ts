@@ -96,6 +96,9 @@ export interface Admission extends Readonly<Omit<Pending, 'stop'>> {
   readonly decision: Decision
 }
 
+/** A charge made at the door, as headers and `extensions.cost` describe it. */
+type Charge = Pick<Admission, 'cost' | 'decision' | 'limiter' | 'state' | 'wouldRefuse'>
+
 /** The budget decision: synchronous on a memory store, a `consume` (or a `peek` for a free operation) otherwise. */
 function decide(limiter: RateLimiter, identity: string, cost: number): MaybePromise<Decision> {
   const now = typeof limiter.decideNow === 'function' ? limiter.decideNow(identity, cost) : undefined
@@ -548,6 +551,49 @@ export class AdmissionEngine {
     })
   }
 
+  /**
+   * A result a response cache served before admission saw the operation (Yoga's response cache answers from the
+   * request's parameters, before parsing): the hit pays `minCost` from the caller's budget, or is refused once the
+   * budget is spent, and its `extensions.cost` and RateLimit fields are this request's, never the cached copy's.
+   * A caller that `limiter` and `identify` cannot tell from `context` gets the hit without the copy's cost.
+   */
+  admitServedResult(
+    result: ExecutionResult,
+    context: GraphQLContext,
+    state: RequestState | undefined,
+  ): MaybePromise<ExecutionResult> {
+    const { config } = this
+    const cost = config.minCost
+    const served = (limiter: RateLimiter, decision: Decision): ExecutionResult => {
+      if (!decision.allowed && cost > 0 && !config.dryRun) {
+        const error = budgetRefusal(config, decision, limiter, cost, 'The operation', 'The budget is spent.')
+        return refusedResult(config, error, cost, this.server.overHttp(context))
+      }
+      const charge: Charge = { cost, decision, limiter, state, wouldRefuse: undefined }
+      this.noteHeaders(charge, 0)
+      return withCostExtension(result, this.costExtension(charge, cost, 0))
+    }
+    const unknownCaller = () => withCostExtension(result, undefined)
+    try {
+      const limiter = config.limiter(context)
+      const identity = config.identify(context)
+      if (limiter instanceof Promise || identity instanceof Promise) {
+        return Promise.all([limiter, identity]).then(([chosen, known]) => {
+          const decision = decide(chosen, known, cost)
+          return decision instanceof Promise
+            ? decision.then((decided) => served(chosen, decided))
+            : served(chosen, decision)
+        }, unknownCaller)
+      }
+      const decision = decide(limiter, identity, cost)
+      return decision instanceof Promise
+        ? decision.then((decided) => served(limiter, decided), unknownCaller)
+        : served(limiter, decision)
+    } catch {
+      return unknownCaller()
+    }
+  }
+
   /** The `onOperation` event of an operation that ran and paid `paid`. */
   private report(admission: Admission, paid: number): void {
     this.config.onOperation?.(
@@ -569,7 +615,7 @@ export class AdmissionEngine {
    * `balance` went back to it (negative: debited). In dry-run the operation ran: no Retry-After, whatever the
    * decision.
    */
-  private noteHeaders(admission: Admission, balance: number): void {
+  private noteHeaders(admission: Charge, balance: number): void {
     const { decision, limiter, state } = admission
     if (state === undefined || !this.config.headers) return
     // A token bucket is full that much sooner or later.
@@ -594,7 +640,7 @@ export class AdmissionEngine {
   }
 
   /** `extensions.cost` of an operation that paid `paid`, `balance` having gone back to the budget. */
-  private costExtension(admission: Admission, paid: number, balance: number): CostExtension | undefined {
+  private costExtension(admission: Charge, paid: number, balance: number): CostExtension | undefined {
     const { config } = this
     if (!config.costExtension) return undefined
     const { limiter } = admission
@@ -613,7 +659,7 @@ export class AdmissionEngine {
 }
 
 /** What the budget holds after admission and `balance` going back to it (never above its quota). */
-function available(admission: Admission, balance: number): number {
+function available(admission: Charge, balance: number): number {
   return Math.min(admission.limiter.limit, admission.decision.remaining + balance)
 }
 

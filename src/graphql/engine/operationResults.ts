@@ -58,13 +58,20 @@ export function withoutHttpErrors(result: ExecutionResult): ExecutionResult {
 }
 
 /**
- * `result` with `extensions.cost` added. Copied key by key: on Node 20, `{ ...result, extensions }` on an
- * executor's result takes about 30 times as long (half a microsecond), a cost paid on every response.
+ * `result` with `extensions.cost` added (or, `cost` undefined, without any it carried). Copied key by key: on Node
+ * 20, `{ ...result, extensions }` on an executor's result takes about 30 times as long (half a microsecond), a cost
+ * paid on every response.
  */
-export function withCostExtension(result: ExecutionResult, cost: CostExtension): ExecutionResult {
+export function withCostExtension(result: ExecutionResult, cost: CostExtension | undefined): ExecutionResult {
   const copy: Record<string, unknown> = {}
   for (const key in result) copy[key] = result[key as keyof ExecutionResult]
-  copy.extensions = result.extensions === undefined ? { cost } : { ...result.extensions, cost }
+  if (cost !== undefined) {
+    copy.extensions = result.extensions === undefined ? { cost } : { ...result.extensions, cost }
+  } else if (result.extensions?.cost !== undefined) {
+    // A copy's cost (a cached response's) is not this request's: left out.
+    const { cost: _copied, ...others } = result.extensions
+    copy.extensions = others
+  }
   return copy as ExecutionResult
 }
 
