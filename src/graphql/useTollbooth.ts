@@ -29,7 +29,7 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
   const requestStateKey = Symbol('tollbooth request state')
   const requestState = (context: unknown): RequestState | undefined =>
     (context as Record<symbol, RequestState | undefined> | undefined)?.[requestStateKey]
-  /** The same hook for every request: a parse-time guard's refusal spends `minCost` from the caller's budget. */
+  /** The same hook for every request: a refusal at parse time (a guard, a structural rule) spends `minCost`. */
   const chargeParseRefusal = ({ result, context }: { result: unknown; context: unknown }) => {
     if (isRefusal(result)) engine.chargeRefusal(result, context)
   }
@@ -103,14 +103,14 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
         if (isRefusal(error)) engine.chargeRefusal(error, context)
         throw error
       }
-      if (!engine.guardsParse) return undefined
+      if (!engine.wrapsParse) return undefined
       setParseFn(engine.guardedParse(parseFn))
       return chargeParseRefusal
     },
 
     onValidate({ params, context, setResult }) {
       // Before graphql-js' rules, which cost far more on a hostile document: a refusal replaces validation.
-      const refused = engine.structuralRefusal(params.schema, params.documentAST)
+      const refused = engine.structuralRefusal(params.documentAST)
       if (refused === undefined) return
       engine.chargeRefusal(refused, context)
       setResult([refused])

@@ -98,7 +98,7 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
   if (schemaOption instanceof GraphQLSchema) engine.schemaChanged(schemaOption)
   const ownOnSubscribe = options.onSubscribe as OnSubscribe | undefined
   const parseFn = (options.parse as ParseFunction | undefined) ?? parse
-  const guardedParse = engine.guardsParse ? engine.guardedParse(parseFn) : parseFn
+  const guardedParse = engine.wrapsParse ? engine.guardedParse(parseFn) : parseFn
   const validateFn = (options.validate as Validate | undefined) ?? validate
   const runExecute = (options.execute as Run | undefined) ?? execute
   const runSubscribe = (options.subscribe as Run | undefined) ?? subscribe
@@ -128,7 +128,7 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
     if (own !== undefined && own !== null) {
       // The application built the arguments (and validated them as it saw fit): the structural rules still apply.
       const args = own as ExecutionArgs
-      const refused = engine.structuralRefusal(args.schema, args.document)
+      const refused = engine.structuralRefusal(args.document)
       return refused === undefined ? own : [withoutHttp(refused)]
     }
     let document: DocumentNode
@@ -144,7 +144,7 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
       typeof schemaOption === 'function' ? await schemaOption(ctx, id, payload, args) : schemaOption
     if (schema === undefined) throw new Error('The GraphQL schema is not provided')
     // The structural rules first, on their own: graphql-js' rules cost far more on a hostile document.
-    const refused = engine.structuralRefusal(schema, document)
+    const refused = engine.structuralRefusal(document)
     if (refused !== undefined) return [withoutHttp(refused)]
     const errors = validateFn(schema, document, specifiedRules)
     return errors.length > 0 ? errors.map(withoutHttp) : { ...args, schema }

@@ -186,7 +186,7 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
             if (parseError !== undefined || document === undefined) return
             // The structural rules before Apollo's validation, which costs far more on a hostile document.
             if (sourceRefusal === undefined) {
-              const refused = engine.structuralRefusal(requestContext.schema, document)
+              const refused = engine.structuralRefusal(document)
               if (refused !== undefined) refuseSource(apolloError(refused))
             }
             // A document refused for its text or shape is not validated: Apollo validates (and caches, under the
@@ -201,7 +201,7 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
           }
         },
 
-        async didResolveOperation({ schema, document, source }) {
+        async didResolveOperation({ document, source }) {
           const standIn = isRefusedDocumentStandIn(document)
           if (sourceRefusal === undefined && engine.guardsParse && !passedParseGuards.has(document)) {
             // Parsed just now, the text has been checked; from Apollo's cache, it may be text the guards refused.
@@ -213,7 +213,7 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
             // of a document refused before, which is parsed again to be refused again.
             guard(() => {
               const cached = standIn ? engine.guardedParse(parse)(source) : document
-              const refused = engine.structuralRefusal(schema, cached)
+              const refused = engine.structuralRefusal(cached)
               if (refused !== undefined) throw refused
               // Cached by an instance whose limits refused it, in a document store shared with this one.
               if (standIn) throw new Error(STAND_IN_PASSES)

@@ -6,7 +6,6 @@ import {
   getVariableValues,
   type OperationDefinitionNode,
   type ValidationRule,
-  validate,
 } from 'graphql'
 import type { Decision } from '../../core/decision.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
@@ -38,6 +37,7 @@ import { maxDepthRule } from '../rules/maxDepth.js'
 import { maxDirectivesRule } from '../rules/maxDirectives.js'
 import { maxIntrospectionFieldsRule } from '../rules/maxIntrospectionFields.js'
 import { maxRootFieldsRule } from '../rules/maxRootFields.js'
+import { firstStructuralError } from '../rules/structuralCheck.js'
 import { settledParts } from './incrementalSettlement.js'
 import {
   budgetRefusal,
@@ -206,11 +206,29 @@ export class AdmissionEngine {
     return this.config.maxTokens !== undefined || this.config.maxNesting !== undefined
   }
 
-  /** `parseFn` with `maxTokens` and `maxNesting` enforced; one wrapper per parse function, not one per request. */
+  /** Whether `guardedParse` has anything to do: the parse-time guards, or the structural rules. */
+  get wrapsParse(): boolean {
+    return this.guardsParse || this.validationRules.length > 0
+  }
+
+  /**
+   * `parseFn` with `maxTokens` and `maxNesting` enforced, and the structural rules run on what it parsed: a document
+   * they refuse is a parse error, so that a server's parse cache keeps the small refusal rather than the AST (a
+   * document of 5,000 tokens parses to about 2 MB). One wrapper per parse function, not one per request.
+   */
   guardedParse(parseFn: ParseFunction): ParseFunction {
     let guarded = this.guardedParsers.get(parseFn)
     if (guarded === undefined) {
-      guarded = guardParse(parseFn, this.config)
+      const parseGuarded = this.guardsParse ? guardParse(parseFn, this.config) : parseFn
+      guarded =
+        this.validationRules.length === 0
+          ? parseGuarded
+          : (source, options) => {
+              const document = parseGuarded(source, options)
+              const refused = this.structuralRefusal(document)
+              if (refused !== undefined) throw refused
+              return document
+            }
       this.guardedParsers.set(parseFn, guarded)
     }
     return guarded
@@ -231,12 +249,11 @@ export class AdmissionEngine {
    * than these linear ones, and a document they refuse is never validated further. Admission asks it again, so a
    * document whose validation was skipped (persisted operations) is held to the same limits.
    */
-  structuralRefusal(schema: GraphQLSchema, document: DocumentNode): GraphQLError | undefined {
+  structuralRefusal(document: DocumentNode): GraphQLError | undefined {
     if (this.validationRules.length === 0) return undefined
     let verdict = this.structureVerdicts.get(document)
     if (verdict === undefined) {
-      // One error is enough to refuse: graphql-js stops validating past maxErrors.
-      verdict = validate(schema, document, this.validationRules, { maxErrors: 1 })[0] ?? null
+      verdict = firstStructuralError(document, this.validationRules) ?? null
       this.structureVerdicts.set(document, verdict)
     }
     // A copy each time: servers write into the errors they answer (Yoga marks validation errors in their `http`).
@@ -306,7 +323,7 @@ export class AdmissionEngine {
     const operation = selectOperation(args.document, args.operationName)
     if (operation === undefined) return undefined // the executor reports the missing or ambiguous operation
     // Asked before validation by every adapter; here again for a document whose validation was skipped.
-    const structural = this.structuralRefusal(args.schema, args.document)
+    const structural = this.structuralRefusal(args.document)
     if (structural !== undefined) {
       this.chargeRefusal(structural, context)
       stop(refusedResult(config, structural, 0, this.server.overHttp(context)))
