@@ -552,18 +552,10 @@ export class AdmissionEngine {
               `The budget cannot pay for more of this response; it ends here. Retry in ${retryAfterSeconds(decision.retryAfterMs)} s.`,
             ),
       finish: () => {
-        const final = Math.max(actual, config.minCost)
-        let balance = admission.cost - paid
-        if (bills && final < paid) {
-          const refund = paid - final
-          if (admission.limiter.refundNow?.(admission.identity, refund) === undefined) {
-            admission.limiter.refund(admission.identity, refund).catch(() => {})
-          }
-          balance += refund
-          paid = final
-        }
-        this.report(admission, bills ? paid : final)
-        return this.costExtension(admission, bills ? paid : final, balance)
+        // What the parts did not use of what was paid so far goes back.
+        const settled = settleCharge({ ...admission, cost: paid }, Math.max(actual, config.minCost))
+        this.report(admission, settled.paid)
+        return this.costExtension(admission, settled.paid, admission.cost - paid + settled.balance)
       },
     })
   }
