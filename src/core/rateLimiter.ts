@@ -116,9 +116,9 @@ export class RateLimiter extends LimiterBase {
   /**
    * Takes `amount` units for work that already happened, whatever is left: into debt if need be, but never more
    * than one quota of it (a token bucket owes at most its capacity, a window its limit). While the key owes, its
-   * consumes are refused, with a Retry-After that covers the debt. `allowed` says whether the budget held the
-   * amount without going into debt. For charges that cannot be refused any more: a response that cost more than
-   * its estimate, an event already computed.
+   * consumes are refused, with a Retry-After that covers the debt. `allowed` says whether the whole amount was
+   * taken: false once the key owes its whole quota. For charges that cannot be refused any more: a response that
+   * cost more than its estimate, an event already computed.
    */
   async debit(key: string, amount: number): Promise<Decision> {
     validKey(this.algorithm, key)

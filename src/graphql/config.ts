@@ -52,6 +52,7 @@ const LIMITS_OPTIONS = optionNames<GuardLimits>({
   maxDirectives: true,
   maxRootFields: true,
   maxIntrospectionFields: true,
+  maxFragmentsPerSelection: true,
   maxBatchSize: true,
 })
 const SUBSCRIPTIONS_OPTIONS = optionNames<SubscriptionOptions>({
@@ -127,6 +128,7 @@ export interface ResolvedConfig {
   readonly maxDirectives: number | undefined
   readonly maxRootFields: number | undefined
   readonly maxIntrospectionFields: number | undefined
+  readonly maxFragmentsPerSelection: number | undefined
   readonly maxBatchSize: number
   /** `subscriptions.limiter`; undefined: each operation budget's own twin for events. */
   readonly eventLimiter: ((context: GraphQLContext) => RateLimiter | Promise<RateLimiter>) | undefined
@@ -176,6 +178,11 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
     maxDirectives: optionalLimit('limits.maxDirectives', limits.maxDirectives, 50),
     maxRootFields: optionalLimit('limits.maxRootFields', limits.maxRootFields, 20),
     maxIntrospectionFields: optionalLimit('limits.maxIntrospectionFields', limits.maxIntrospectionFields, 1),
+    maxFragmentsPerSelection: optionalLimit(
+      'limits.maxFragmentsPerSelection',
+      limits.maxFragmentsPerSelection,
+      50,
+    ),
     maxBatchSize: positiveInteger(OWNER, 'limits.maxBatchSize', limits.maxBatchSize ?? 10),
     eventLimiter:
       subscriptions.limiter === undefined

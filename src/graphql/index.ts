@@ -25,6 +25,7 @@ export { type LimitExposure, type RefusalCode, RefusalCodes } from './refusal.js
 export { maxAliasesRule } from './rules/maxAliases.js'
 export { maxDepthRule } from './rules/maxDepth.js'
 export { maxDirectivesRule } from './rules/maxDirectives.js'
+export { maxFragmentsPerSelectionRule } from './rules/maxFragmentsPerSelection.js'
 export { maxIntrospectionFieldsRule } from './rules/maxIntrospectionFields.js'
 export { maxRootFieldsRule } from './rules/maxRootFields.js'
 export { type CostExtension, useTollbooth } from './useTollbooth.js'

@@ -50,6 +50,11 @@ export interface GuardLimits {
    * a part of the schema, priced by what it returns. @default 1
    */
   maxIntrospectionFields?: number | false
+  /**
+   * Distinct fragments spread into one selection set: graphql-js' validation compares them pairwise, without a
+   * budget. @default 50
+   */
+  maxFragmentsPerSelection?: number | false
   /** Operations per HTTP batch (when Yoga's `batching` is on); the batch's costs are summed. @default 10 */
   maxBatchSize?: number
 }
@@ -75,7 +80,7 @@ export interface SubscriptionOptions<TContext extends object = GraphQLContext> {
   /**
    * The budget a subscription's events draw from: each event is charged what its result costs, to the subscriber.
    * Give the operations' `limiter` to have events and operations share one budget.
-   * @default a budget of the same algorithm and size as the operation's, kept apart (its name + `:events`)
+   * @default a budget of the same algorithm and size as the operation's, kept apart (its name + `-events`)
    */
   limiter?: RateLimiter | ((context: TContext) => MaybePromise<RateLimiter>)
   /** Least charge of an event: each is charged what its result costs in the cost model, and at least this. @default 0 */
@@ -189,7 +194,7 @@ export interface TollboothPlugin {
     params: { schema: GraphQLSchema; documentAST: DocumentNode }
     context: unknown
     setResult(errors: readonly GraphQLError[]): void
-  }): void
+  }): ((payload: { valid: boolean; result: readonly Error[]; context: unknown }) => void) | undefined
   onExecute(payload: {
     args: ExecutionArgs
     setResultAndStopExecution(result: ExecutionResult): void

@@ -19,6 +19,8 @@ export const RefusalCodes = {
   MAX_ROOT_FIELDS_EXCEEDED: 'MAX_ROOT_FIELDS_EXCEEDED',
   /** More than `limits.maxIntrospectionFields` `__schema` / `__type` selections. HTTP 400. */
   MAX_INTROSPECTION_FIELDS_EXCEEDED: 'MAX_INTROSPECTION_FIELDS_EXCEEDED',
+  /** A selection set spreads more than `limits.maxFragmentsPerSelection` distinct fragments. HTTP 400. */
+  MAX_FRAGMENTS_EXCEEDED: 'MAX_FRAGMENTS_EXCEEDED',
   /** An HTTP batch holds more than `limits.maxBatchSize` operations. HTTP 413. */
   BATCH_TOO_LARGE: 'BATCH_TOO_LARGE',
   /** The operation (or the batch's sum) costs more than `maxCost`, or is too large to price. HTTP 400. */

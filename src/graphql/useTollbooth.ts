@@ -29,9 +29,22 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
   const requestStateKey = Symbol('tollbooth request state')
   const requestState = (context: unknown): RequestState | undefined =>
     (context as Record<symbol, RequestState | undefined> | undefined)?.[requestStateKey]
-  /** The same hook for every request: a refusal at parse time (a guard, a structural rule) spends `minCost`. */
+  /** The same hook for every request: a document refused at parse time (a guard, a rule, its syntax) spends minCost. */
   const chargeParseRefusal = ({ result, context }: { result: unknown; context: unknown }) => {
-    if (isRefusal(result)) engine.chargeRefusal(result, context)
+    if (result instanceof Error) engine.chargeRefusal(result, context)
+  }
+  /** The same for graphql-js' validation: an invalid document spends minCost. */
+  const chargeInvalid = ({
+    valid,
+    result,
+    context,
+  }: {
+    valid: boolean
+    result: readonly Error[]
+    context: unknown
+  }) => {
+    const [first] = result
+    if (!valid && first !== undefined) engine.chargeRefusal(first, context)
   }
   /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
   const batchGuard = {
@@ -111,9 +124,10 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
     onValidate({ params, context, setResult }) {
       // Before graphql-js' rules, which cost far more on a hostile document: a refusal replaces validation.
       const refused = engine.structuralRefusal(params.documentAST)
-      if (refused === undefined) return
+      if (refused === undefined) return chargeInvalid
       engine.chargeRefusal(refused, context)
       setResult([refused])
+      return undefined
     },
 
     onExecute({ args, setResultAndStopExecution }) {

@@ -77,12 +77,12 @@ describe.each(storeKinds)('tokenBucket on the %s store', (kind) => {
     await ctx.checkTtls()
   })
 
-  it('debit takes what is left and goes into debt for the rest: consumes wait until it is paid back', async () => {
+  it('debit takes what is left and goes into debt for the rest (allowed: all of it was taken); consumes wait', async () => {
     const limiter = bucket(5)
     expect((await limiter.debit('k', 2)).allowed).toBe(true)
     expect((await limiter.peek('k')).remaining).toBe(3)
     // 3 left, 4 taken: 1 owed. A unit is back in 1 s, so the next consume fits once 2 s have passed.
-    expect(await limiter.debit('k', 4)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 2000 })
+    expect(await limiter.debit('k', 4)).toMatchObject({ allowed: true, remaining: 0, retryAfterMs: 2000 })
     await ctx.checkTtls()
     expect(await limiter.consume('k')).toMatchObject({ allowed: false, retryAfterMs: 2000 })
     ctx.clock.advance(1999)
@@ -91,9 +91,9 @@ describe.each(storeKinds)('tokenBucket on the %s store', (kind) => {
     expect(await countAllowed(3, () => limiter.consume('k'))).toBe(1)
   })
 
-  it('debit owes at most the capacity, however much is taken', async () => {
+  it('debit owes at most the capacity, however much is asked (allowed: false, not all of it was taken)', async () => {
     const limiter = bucket(5)
-    // 1,000 taken from a full bucket of 5: it owes 5, so a consume of 1 fits after 6 s.
+    // 1,000 asked of a full bucket of 5: it owes 5, so a consume of 1 fits after 6 s.
     expect(await limiter.debit('k', 1000)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 6000 })
     expect((await limiter.debit('k', 1000)).retryAfterMs).toBe(6000)
     ctx.clock.advance(5999)

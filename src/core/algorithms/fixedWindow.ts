@@ -7,7 +7,7 @@ import { reply, type Step, toMs } from './step.js'
  *
  * `debit` takes its amount whatever is left, into debt if need be: the count may reach twice the limit (a budget
  * owes at most its limit), and what it holds above the limit is carried into the next window, so a debt made late
- * in a window is not forgiven when the window turns.
+ * in a window is not forgiven when the window turns. Its `allowed` says whether the whole amount was taken.
  *
  * args: `[windowUs, limit, amount]` (amount: the cost to consume, debit or refund; 1 for peek).
  */
@@ -41,16 +41,11 @@ export function fixedWindowStep(
     }
     case 'debit': {
       const next = Math.min(count + amount, 2 * limit)
-      const fits = count + amount <= limit
       const lasts = lifetime(next, limit, window, untilEnd)
+      const retry = next + 1 <= limit ? 0 : retryAfter(next, 1, limit, window, untilEnd)
       return {
-        reply: reply(
-          fits,
-          Math.floor(limit - next),
-          lasts,
-          fits ? 0 : retryAfter(next, 1, limit, window, untilEnd),
-          0,
-        ),
+        // allowed: the whole amount was taken.
+        reply: reply(count + amount <= 2 * limit, Math.floor(limit - next), lasts, retry, 0),
         next: { state: [index, next], ttlMs: toMs(lasts) },
       }
     }

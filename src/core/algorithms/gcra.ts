@@ -10,7 +10,8 @@ import { reply, type Step, toMs } from './step.js'
  * limiter, so the arithmetic here and in Lua is exact.
  *
  * `debit` takes its amount whatever is left, into debt if need be: the TAT may run up to one burst past a full
- * bucket's (a budget owes at most its capacity), and consumes are refused until the debt is paid back.
+ * bucket's (a budget owes at most its capacity), and consumes are refused until the debt is paid back. Its
+ * `allowed` says whether the whole amount was taken.
  */
 export type GcraState = number
 
@@ -46,12 +47,17 @@ export function gcraStep(
     }
     case 'debit': {
       const wanted = base + amount
-      const next = Math.min(wanted, now + 2 * burst)
-      // allowed: the budget held the amount without going into debt.
-      const fits = wanted - now <= burst
-      const wait = next + emission - now - burst
+      const cap = now + 2 * burst
+      const next = Math.min(wanted, cap)
+      // allowed: the whole amount was taken (false once the key owes its whole capacity).
       return {
-        reply: reply(fits, Math.floor((burst - (next - now)) / emission), next - now, fits ? 0 : wait, 0),
+        reply: reply(
+          wanted <= cap,
+          Math.floor((burst - (next - now)) / emission),
+          next - now,
+          next + emission - now - burst,
+          0,
+        ),
         next: { state: next, ttlMs: toMs(next - now) },
       }
     }

@@ -7,7 +7,8 @@ import { reply, type Step, toMs } from './step.js'
  * window. State: `[windowIndex, current, previous]`; the key lives until the current window stops overlapping.
  *
  * `debit` takes its amount whatever is left, into debt if need be: the estimate may reach twice the limit (a budget
- * owes at most its limit), and consumes are refused until it has slid back under the limit.
+ * owes at most its limit), and consumes are refused until it has slid back under the limit. Its `allowed` says
+ * whether the whole amount was taken.
  *
  * args: `[windowUs, limit, amount]` (amount: the cost to consume, debit or refund; 1 for peek).
  */
@@ -58,11 +59,11 @@ export function slidingWindowStep(
     case 'debit': {
       const taken = Math.min(amount, Math.max(0, 2 * limit - estimate))
       const next = current + taken
-      const fits = estimate + amount <= limit
-      const retry = fits ? 0 : retryAfter(next, previous, 1, limit, window, elapsed)
+      const retry = estimate + taken + 1 <= limit ? 0 : retryAfter(next, previous, 1, limit, window, elapsed)
       return {
+        // allowed: the whole amount was taken.
         reply: reply(
-          fits,
+          taken === amount,
           Math.floor(limit - estimate - taken),
           resetAfter(next, previous, window, elapsed),
           retry,

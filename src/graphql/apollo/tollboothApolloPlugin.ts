@@ -59,10 +59,13 @@ interface ApolloRequest {
 export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext>(
   options: TollboothGraphQLOptions<TContext & GraphQLContext>,
 ): TollboothApolloPlugin<TContext> {
+  /** The contexts of operations run by the graphql-ws options: every other operation is Apollo's, over HTTP. */
+  const overWebSocket = new WeakSet<object>()
   const engine = renamedErrors(
     () =>
-      // Apollo answers over HTTP; the graphql-ws options drop a refusal's `http` themselves.
-      new AdmissionEngine(options as unknown as TollboothGraphQLOptions, { overHttp: () => true }),
+      new AdmissionEngine(options as unknown as TollboothGraphQLOptions, {
+        overHttp: (context) => !overWebSocket.has(context),
+      }),
   )
   /** A batch's operations share the response head (Apollo Server ≥ 4.1): their request is found from it. */
   const batches = new WeakMap<object, ApolloRequest>()
@@ -183,6 +186,10 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
           if (sourceRefusal === undefined && engine.guardsParse) guard(() => engine.checkBeforeParse(source))
           return async (parseError) => {
             const { document } = requestContext
+            // Text that does not parse spends minCost, as a refusal does.
+            if (parseError !== undefined && sourceRefusal === undefined) {
+              engine.chargeRefusal(parseError, requestContext.contextValue)
+            }
             if (parseError !== undefined || document === undefined) return
             // The structural rules before Apollo's validation, which costs far more on a hostile document.
             if (sourceRefusal === undefined) {
@@ -201,8 +208,16 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
           }
         },
 
+        async validationDidStart() {
+          return async (errors) => {
+            // A document graphql-js' validation refuses spends minCost, as a refusal does (a stand-in never fails).
+            const [first] = errors ?? []
+            if (first !== undefined) engine.chargeRefusal(first, requestContext.contextValue)
+          }
+        },
+
         async didResolveOperation({ document, source }) {
-          const standIn = isRefusedDocumentStandIn(document)
+          const standIn = isRefusedDocumentStandIn(document, source)
           if (sourceRefusal === undefined && engine.guardsParse && !passedParseGuards.has(document)) {
             // Parsed just now, the text has been checked; from Apollo's cache, it may be text the guards refused.
             if (!parsed) guard(() => engine.checkBeforeParse(source))
@@ -215,8 +230,9 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
               const cached = standIn ? engine.guardedParse(parse)(source) : document
               const refused = engine.structuralRefusal(cached)
               if (refused !== undefined) throw refused
-              // Cached by an instance whose limits refused it, in a document store shared with this one.
-              if (standIn) throw new Error(STAND_IN_PASSES)
+              // The client's own text, shaped as the stand-in is; or one cached by an instance whose limits refused
+              // it, in a document store shared with this one.
+              if (standIn && !isRefusedDocumentStandIn(cached, '')) throw new Error(STAND_IN_PASSES)
             })
           }
           if (sourceRefusal !== undefined) {
@@ -307,7 +323,10 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
 
     graphqlWs: (serverOptions) =>
       renamedErrors(() =>
-        graphqlWsOptions(engine, serverOptions, (schema, context) => checkContext(schema, context)),
+        graphqlWsOptions(engine, serverOptions, (schema, context) => {
+          if (typeof context === 'object' && context !== null) overWebSocket.add(context)
+          checkContext(schema, context)
+        }),
       ),
   }
 }
@@ -323,19 +342,29 @@ const REFUSED_DOCUMENT_NAME = 'TollboothRefusedDocument'
  * rules): Apollo caches it under the refused text's hash, so the name tells it apart when it comes back from a
  * document store that hands back copies.
  */
-const REFUSED_DOCUMENT_STAND_IN: DocumentNode = parse(`query ${REFUSED_DOCUMENT_NAME} { __typename }`)
+const REFUSED_DOCUMENT_TEXT = `query ${REFUSED_DOCUMENT_NAME} { __typename }`
+const REFUSED_DOCUMENT_STAND_IN: DocumentNode = parse(REFUSED_DOCUMENT_TEXT)
 
 const STAND_IN_PASSES =
   'tollbooth: the document store holds the stand-in of a document another configuration refused, and this one ' +
   'admits it: clear the document store shared by instances with different limits.'
 
-function isRefusedDocumentStandIn(document: DocumentNode): boolean {
+/**
+ * Whether Apollo handed back the stand-in for `source`: the stand-in itself, or a copy of it, for text that is not
+ * the stand-in's own (a client may send that, and name an operation so).
+ */
+function isRefusedDocumentStandIn(document: DocumentNode, source: string): boolean {
+  if (source === REFUSED_DOCUMENT_TEXT) return false
   if (document === REFUSED_DOCUMENT_STAND_IN) return true
   const [only] = document.definitions
+  const [selection] = only?.kind === Kind.OPERATION_DEFINITION ? only.selectionSet.selections : []
   return (
     document.definitions.length === 1 &&
     only?.kind === Kind.OPERATION_DEFINITION &&
-    only.name?.value === REFUSED_DOCUMENT_NAME
+    only.name?.value === REFUSED_DOCUMENT_NAME &&
+    only.selectionSet.selections.length === 1 &&
+    selection?.kind === Kind.FIELD &&
+    selection.name.value === '__typename'
   )
 }
 

@@ -19,6 +19,7 @@ import {
   TooLargeToPriceError,
 } from '../cost/costAnalyzer.js'
 import type { IncrementalPayload } from '../cost/incrementalCount.js'
+import { instrumentResolvers } from '../cost/resolverWeights.js'
 import { FieldLimitExecutions } from '../fieldLimitExecutions.js'
 import { type FieldLimitDenial, FieldLimits } from '../fieldLimits.js'
 import { contextIp } from '../identity.js'
@@ -35,6 +36,7 @@ import {
 import { maxAliasesRule } from '../rules/maxAliases.js'
 import { maxDepthRule } from '../rules/maxDepth.js'
 import { maxDirectivesRule } from '../rules/maxDirectives.js'
+import { maxFragmentsPerSelectionRule } from '../rules/maxFragmentsPerSelection.js'
 import { maxIntrospectionFieldsRule } from '../rules/maxIntrospectionFields.js'
 import { maxRootFieldsRule } from '../rules/maxRootFields.js'
 import { firstStructuralError } from '../rules/structuralCheck.js'
@@ -50,8 +52,9 @@ import {
   withoutHttp,
 } from './operationResults.js'
 import type { RequestState } from './requestState.js'
-import { actualCost, debitWork, settleCharge, spentFromStore } from './settlement.js'
+import { actualCost, settleCharge } from './settlement.js'
 import { SubscriptionAdmission } from './subscriptionAdmission.js'
+import { WorkMeter } from './workMeter.js'
 
 /** One operation as the executor will run it: graphql-js' `ExecutionArgs` has this shape. */
 export interface OperationArgs {
@@ -79,6 +82,7 @@ export interface ServerAdapter {
 interface Pending {
   /** The operation's context: where the request's state is found. */
   readonly context: GraphQLContext
+  readonly schema: GraphQLSchema
   readonly operation: OperationDefinitionNode
   readonly state: RequestState | undefined
   readonly stop: Stop
@@ -94,7 +98,13 @@ export interface Admission extends Readonly<Omit<Pending, 'stop'>> {
   readonly limiter: RateLimiter
   readonly identity: string
   readonly decision: Decision
+  /** What the operation's resolvers report of their work, and what it paid so far. */
+  readonly meter: WorkMeter
+  /** Whether the resolvers report to `meter` (the schema was instrumented). */
+  readonly metered: boolean
 }
+
+const EXHAUSTED = 'The budget cannot pay for more of this operation; the rest of it did not run.'
 
 /** A charge made at the door, as headers and `extensions.cost` describe it. */
 type Charge = Pick<Admission, 'cost' | 'decision' | 'limiter' | 'state' | 'wouldRefuse'>
@@ -129,6 +139,10 @@ export class AdmissionEngine {
   private readonly guardedParsers = new WeakMap<object, ParseFunction>()
   /** Per document, the structural rules' first refusal (null: it passes). */
   private readonly structureVerdicts = new WeakMap<DocumentNode, GraphQLError | null>()
+  /** Where each context holds the work meters of its admitted operations, by operation. */
+  private readonly metersKey = Symbol('tollbooth work meters')
+  /** Schemas whose resolvers report their work to this engine's meters. */
+  private readonly instrumented = new WeakSet<GraphQLSchema>()
   /** Whether `identify` was given (else the identity is the client's address). */
   private readonly identifiesItself: boolean
 
@@ -169,8 +183,47 @@ export class AdmissionEngine {
    * rather than as a 500 on every request.
    */
   schemaChanged(schema: GraphQLSchema): void {
-    this.analyzer.model(schema)
+    const model = this.analyzer.model(schema)
     this.fieldLimits.validate(schema)
+    if (this.instrumented.has(schema)) return
+    instrumentResolvers(
+      schema,
+      model,
+      this.analyzer.settings,
+      (context, info, points) => this.meterOf(context, info.operation)?.report(points) ?? true,
+      (context, info) => this.exhaustedRefusal(context, info.operation),
+      this.metersKey,
+    )
+    this.instrumented.add(schema)
+  }
+
+  /** The work meter of an operation admitted in `context`, if any. */
+  private meterOf(context: unknown, operation: OperationDefinitionNode): WorkMeter | undefined {
+    const meters = (context as Record<symbol, Map<OperationDefinitionNode, WorkMeter>> | null)?.[
+      this.metersKey
+    ]
+    return meters?.get(operation)
+  }
+
+  /**
+   * The refusal of a list the operation cannot pay for: its items are not run. A field error, without `http`: what
+   * ran is answered (200), and the caller's next operation is refused with 429 until the debt is paid back.
+   */
+  private exhaustedRefusal(context: unknown, operation: OperationDefinitionNode): GraphQLError {
+    const meter = this.meterOf(context, operation)
+    const decision = meter?.lastDecision
+    const error =
+      meter === undefined || decision === undefined
+        ? refusal(RefusalCodes.RATE_LIMITED, EXHAUSTED, 429)
+        : budgetRefusal(
+            this.config,
+            decision,
+            meter.admission.limiter,
+            meter.work,
+            'The operation',
+            EXHAUSTED,
+          )
+    return withoutHttp(error)
   }
 
   /**
@@ -261,17 +314,18 @@ export class AdmissionEngine {
   }
 
   /**
-   * Spends `minCost` from the budget of the caller of an operation refused for its text or its shape, so that a
-   * flood of hostile documents runs its budget dry like any flood. Only when `limiter` and `identify` can tell the
+   * Spends `minCost` from the budget of the caller of an operation refused for its text or its shape (tollbooth's
+   * guards, graphql-js' syntax and validation errors, a cost over `maxCost`), so that a flood of hostile documents
+   * runs its budget dry like any flood. Only when `limiter` and `identify` can tell the
    * caller from `context` (the default identity, the client's address, always can); never throws, never waits,
    * and a spent budget spends nothing more (a denial consumes nothing). A batch refused for its size spends
    * nothing: none of its operations was read. Nor does a refusal over graphql-ws: there each operation is a
    * message, which the socket's own limits count (`tollbooth/ws`).
    */
-  chargeRefusal(refused: GraphQLError, context: unknown): void {
+  chargeRefusal(refused: Error, context: unknown): void {
     const { config } = this
     if (config.minCost === 0 || typeof context !== 'object' || context === null) return
-    if (refused.extensions.code === RefusalCodes.BATCH_TOO_LARGE) return
+    if ((refused as GraphQLError).extensions?.code === RefusalCodes.BATCH_TOO_LARGE) return
     if (!this.server.overHttp(context as GraphQLContext)) return
     const spend = (limiter: RateLimiter, identity: string) => {
       if (limiter.decideNow?.(identity, config.minCost) === undefined) {
@@ -331,6 +385,7 @@ export class AdmissionEngine {
     }
     const pending: Pending = {
       context,
+      schema: args.schema,
       operation,
       state,
       stop,
@@ -463,8 +518,24 @@ export class AdmissionEngine {
       )
       if (this.refuse(pending, error, decision)) return undefined
     }
-    const { priced, operation, wouldRefuse, context, state } = pending
-    return { priced, operation, cost, limiter, identity, decision, wouldRefuse, context, state }
+    const { priced, operation, wouldRefuse, context, state, schema } = pending
+    const charged = { priced, cost, limiter, identity, decision }
+    // A subscription's events pay a budget of their own, event by event: its meter only counts.
+    const meter = new WorkMeter(charged, !config.dryRun, operation.operation !== 'subscription')
+    const metered = this.instrumented.has(schema)
+    if (metered) this.metersIn(context).set(operation, meter)
+    return { ...charged, operation, wouldRefuse, context, state, schema, meter, metered }
+  }
+
+  /** The work meters of a context's operations, made on first need (Apollo's batches share one context). */
+  private metersIn(context: GraphQLContext): Map<OperationDefinitionNode, WorkMeter> {
+    const holder = context as Record<symbol, Map<OperationDefinitionNode, WorkMeter> | undefined>
+    let meters = holder[this.metersKey]
+    if (meters === undefined) {
+      meters = new Map()
+      holder[this.metersKey] = meters
+    }
+    return meters
   }
 
   /** Refuses the operation (or, in dry-run, notes the refusal); answers whether admission stops here. */
@@ -474,6 +545,10 @@ export class AdmissionEngine {
     if (config.dryRun) {
       pending.wouldRefuse ??= code
       return false
+    }
+    // A refusal of the operation itself (its cost), not a budget's denial: it spends minCost, as a guard's does.
+    if (code !== RefusalCodes.RATE_LIMITED && code !== RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED) {
+      this.chargeRefusal(error, pending.context)
     }
     const field = error.extensions.field as string | undefined
     config.onOperation?.(
@@ -505,10 +580,10 @@ export class AdmissionEngine {
     executionErrors: ExecutionResult['errors'] = result.errors,
   ): ExecutionResult {
     const { config } = this
-    const { paid, balance } = settleCharge(
-      admission,
-      actualCost(admission, result, executionErrors, config.minCost),
-    )
+    const actual = actualCost(admission, result, executionErrors, config.minCost, this.workOf(admission))
+    // The meter stays with the context: resolvers graphql-js left running when an error ended the response early
+    // (a sibling's null reached the root) are still refused once the budget is spent, and their work debited.
+    const { paid, balance } = this.settleMetered(admission, actual)
     this.report(admission, paid)
     this.noteHeaders(admission, balance)
     const extension = this.costExtension(admission, paid, balance)
@@ -527,37 +602,55 @@ export class AdmissionEngine {
     source: AsyncIterable<ExecutionResult>,
   ): AsyncIterableIterator<ExecutionResult> {
     const { config } = this
+    const { meter } = admission
     this.noteHeaders(admission, 0)
     const count = admission.priced?.incremental()
-    let actual = 0
-    let paid = admission.cost
-    const bills = spentFromStore(admission)
+    let counted = 0
+    /** What ran so far: the payloads sent, and the work the resolvers did (parts not sent yet included). */
+    const work = () => Math.max(counted, this.workOf(admission) ?? 0)
     return settledParts(source, {
       count: (payload) => {
-        actual += count?.add(payload as IncrementalPayload) ?? 0
-        if (!bills || actual <= paid) return undefined
-        const overage = actual - paid
-        paid = actual
-        return debitWork(admission.limiter, admission.identity, overage)
+        counted += count?.add(payload as IncrementalPayload) ?? 0
+        const covered = meter.cover(work())
+        return covered instanceof Promise ? covered.then(() => !meter.stopped) : !meter.stopped
       },
-      refusal: (decision) =>
-        config.dryRun
-          ? undefined
-          : budgetRefusal(
-              config,
-              decision,
-              admission.limiter,
-              actual,
-              'The response',
-              `The budget cannot pay for more of this response; it ends here. Retry in ${retryAfterSeconds(decision.retryAfterMs)} s.`,
-            ),
+      refusal: () =>
+        budgetRefusal(
+          config,
+          meter.lastDecision ?? admission.decision,
+          admission.limiter,
+          work(),
+          'The response',
+          `The budget cannot pay for more of this response; it ends here. Retry in ${retryAfterSeconds((meter.lastDecision ?? admission.decision).retryAfterMs)} s.`,
+        ),
       finish: () => {
-        // What the parts did not use of what was paid so far goes back.
-        const settled = settleCharge({ ...admission, cost: paid }, Math.max(actual, config.minCost))
-        this.report(admission, settled.paid)
-        return this.costExtension(admission, settled.paid, admission.cost - paid + settled.balance)
+        // Whatever was sent: the work that ran is paid, what did not run goes back. The meter stays: what the
+        // resolvers still do after a client went away (a deferred part still running) is debited as it reports.
+        const { paid, balance } = this.settleMetered(admission, Math.max(work(), config.minCost))
+        this.report(admission, paid)
+        return this.costExtension(admission, paid, balance)
       },
     })
+  }
+
+  /**
+   * Settles an operation at `actual` from what it paid so far: the estimate, and what its meter debited while the
+   * work outran it. An operation that exhausted its budget leaves the charge as the store took it (the budget owes
+   * its whole quota, however much of the last debit it could take): nothing goes back.
+   */
+  private settleMetered(admission: Admission, actual: number): { paid: number; balance: number } {
+    const { meter } = admission
+    if (meter.exhausted)
+      return { paid: actual, balance: -(admission.decision.remaining + admission.limiter.limit) }
+    const settled = settleCharge({ ...admission, cost: meter.paid }, actual)
+    const balance = admission.cost - meter.paid + settled.balance
+    meter.settle(settled.paid)
+    return { paid: settled.paid, balance }
+  }
+
+  /** What the resolvers of an admitted operation reported, or undefined where they do not report. */
+  private workOf(admission: Admission): number | undefined {
+    return admission.metered ? admission.meter.work : undefined
   }
 
   /**
@@ -689,6 +782,9 @@ function validationRules(config: ResolvedConfig): ValidationRule[] {
   if (config.maxRootFields !== undefined) rules.push(maxRootFieldsRule(config.maxRootFields, config))
   if (config.maxIntrospectionFields !== undefined) {
     rules.push(maxIntrospectionFieldsRule(config.maxIntrospectionFields, config))
+  }
+  if (config.maxFragmentsPerSelection !== undefined) {
+    rules.push(maxFragmentsPerSelectionRule(config.maxFragmentsPerSelection, config))
   }
   return rules
 }

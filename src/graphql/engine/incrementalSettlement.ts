@@ -1,14 +1,13 @@
 import type { ExecutionResult, GraphQLError } from 'graphql'
-import type { Decision } from '../../core/decision.js'
 import type { MaybePromise } from '../options.js'
 import type { CostExtension } from './operationResults.js'
 
 /** What settling an incremental response does at each payload, and at its end. */
 export interface PartSettlement {
-  /** Counts a payload; answers the decision of a debit when the parts now cost more than was paid. */
-  count(payload: ExecutionResult): MaybePromise<Decision> | undefined
-  /** The refusal that ends a response whose debit the budget could not pay, or undefined to go on (dry-run). */
-  refusal(decision: Decision): GraphQLError | undefined
+  /** Counts a payload, paying for what ran so far; answers whether the response may go on. */
+  count(payload: ExecutionResult): MaybePromise<boolean>
+  /** The refusal that ends a response the budget cannot pay for. */
+  refusal(): GraphQLError
   /** The response ended (its last payload, the source done, or the client gone): `extensions.cost`, if any. */
   finish(): CostExtension | undefined
 }
@@ -45,8 +44,7 @@ export function settledParts(
         return step
       }
       const payload = step.value as ExecutionResult & { hasNext?: boolean }
-      const decision = await settlement.count(payload)
-      const refusal = decision === undefined || decision.allowed ? undefined : settlement.refusal(decision)
+      const refusal = (await settlement.count(payload)) ? undefined : settlement.refusal()
       closing = refusal !== undefined
       if (!closing && payload.hasNext !== false) return { done: false, value: payload }
       const extension = finish()

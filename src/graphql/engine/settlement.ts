@@ -24,7 +24,9 @@ export interface Charged {
 
 /**
  * What an executed operation really cost: its response counted in the cost model (above the estimate when that
- * was too low), or the whole estimate when an error hid work that ran (see `hidesWork`); never below `floor`.
+ * was too low) and the work its resolvers reported (`metered`: what ran, an error's null hiding it or not), the
+ * larger; never below `floor`. Where the resolvers do not report (a schema the engine was not shown), a response
+ * in which an error hid work that ran (see `hidesWork`) pays at least its whole estimate.
  */
 export function actualCost(
   operation: Pick<Charged, 'cost' | 'priced'>,
@@ -32,11 +34,13 @@ export function actualCost(
   /** The errors as execution raised them, where the result's are already formatted (Apollo). */
   errors: ExecutionResult['errors'],
   floor: number,
+  metered: number | undefined,
 ): number {
   const { priced, cost } = operation
   // Too large to price (dry-run only): nothing to count against.
-  if (priced === undefined) return cost
+  if (priced === undefined) return Math.max(cost, metered ?? 0)
   const counted = priced.actual(result.data)
+  if (metered !== undefined) return Math.max(counted, metered, floor)
   return Math.max(hidesWork(result.data, errors) ? Math.max(counted, cost) : counted, floor)
 }
 
@@ -86,4 +90,13 @@ export function debitWork(
   amount: number,
 ): Decision | Promise<Decision> {
   return limiter.debitNow?.(identity, amount) ?? limiter.debit(identity, amount)
+}
+
+/** Spends `amount` if the budget holds it (a denial spends nothing): synchronously on a memory store. */
+export function spendNow(
+  limiter: RateLimiter,
+  identity: string,
+  amount: number,
+): Decision | Promise<Decision> {
+  return limiter.decideNow?.(identity, amount) ?? limiter.consume(identity, amount)
 }

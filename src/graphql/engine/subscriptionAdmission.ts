@@ -8,7 +8,7 @@ import {
 } from '../../core/limiters/concurrencyLimit.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
 import type { ResolvedConfig } from '../config.js'
-import type { GraphQLContext } from '../options.js'
+import type { GraphQLContext, MaybePromise } from '../options.js'
 import { limitDetails, limitMessage, type RefusalCode, RefusalCodes, refusal } from '../refusal.js'
 import type { Admission, Stop } from './admissionEngine.js'
 import type { ChargedEvent, SubscriptionHooks } from './chargedEvents.js'
@@ -20,7 +20,7 @@ import {
   retryAfterSeconds,
   withoutHttp,
 } from './operationResults.js'
-import { actualCost, debitWork } from './settlement.js'
+import { actualCost, debitWork, spendNow } from './settlement.js'
 
 export type { SubscriptionHooks } from './chargedEvents.js'
 
@@ -77,6 +77,7 @@ export class SubscriptionAdmission {
       lease = await leases.acquire(admission.identity)
       if (!lease.allowed && config.dryRun) wouldRefuse ??= RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED
       if (!lease.allowed && !config.dryRun) {
+        // Refused for the cap, a denial as the budget's are: what admission charged goes back.
         const { cost, decision, limiter, identity } = admission
         if (cost > 0 && charged(decision)) {
           await limiter.refund(identity, cost).catch(() => {})
@@ -123,7 +124,7 @@ export class SubscriptionAdmission {
 
   /**
    * The budget the subscription's events draw from: `subscriptions.limiter`, or by default a budget of the same
-   * size as the operation's, kept apart (`<name>:events`), so that what others publish can end a subscription but
+   * size as the operation's, kept apart (`<name>-events`), so that what others publish can end a subscription but
    * never spend its owner's budget for queries.
    */
   private async eventBudget(admission: Admission): Promise<RateLimiter> {
@@ -131,7 +132,7 @@ export class SubscriptionAdmission {
     if (chosen !== undefined) return chosen
     let twin = this.eventTwins.get(admission.limiter)
     if (twin === undefined) {
-      twin = admission.limiter.twin(`${admission.limiter.name}:events`)
+      twin = admission.limiter.twin(`${admission.limiter.name}-events`)
       this.eventTwins.set(admission.limiter, twin)
     }
     return twin
@@ -148,9 +149,9 @@ function eventCharger(
   limiter: RateLimiter,
   config: ResolvedConfig,
   overHttp: boolean,
-): (event: ExecutionResult) => ChargedEvent | Promise<ChargedEvent> {
-  const judge = (event: ExecutionResult, cost: number, decision: Decision): ChargedEvent => {
-    if (decision.allowed || config.dryRun) return { result: event, last: false }
+): (event: ExecutionResult) => MaybePromise<ChargedEvent> {
+  /** The event the budget could not pay: its work is done, so it is paid all the same, and it ends the subscription. */
+  const refuse = (cost: number, decision: Decision): ChargedEvent => {
     const error = budgetRefusal(
       config,
       decision,
@@ -162,13 +163,29 @@ function eventCharger(
     // Over graphql-ws there is no status line for the refusal's `http` (status, headers) to go to.
     return { result: { errors: [overHttp ? error : withoutHttp(error)] }, last: true }
   }
+  const judge = (event: ExecutionResult, cost: number, paid: Decision): MaybePromise<ChargedEvent> => {
+    if (paid.allowed || config.dryRun) return { result: event, last: false }
+    const debited = debitWork(limiter, admission.identity, cost)
+    return debited instanceof Promise ? debited.then((owed) => refuse(cost, owed)) : refuse(cost, debited)
+  }
+  const { meter } = admission
   return (event) => {
-    const cost = actualCost(admission, event, event.errors, config.costPerEvent)
+    // What the event's execution ran, as its resolvers reported it (an error's null hides none of it).
+    const ran = meter.work - meter.counted
+    meter.counted = meter.work
+    const cost = actualCost(
+      admission,
+      event,
+      event.errors,
+      config.costPerEvent,
+      admission.metered ? ran : undefined,
+    )
     if (cost === 0) return { result: event, last: false }
-    const decision = debitWork(limiter, admission.identity, cost)
-    return decision instanceof Promise
-      ? decision.then((decided) => judge(event, cost, decided))
-      : judge(event, cost, decision)
+    // Paid if the budget holds it; an event it cannot pay is debited (its work is done) and is the last.
+    const paid = spendNow(limiter, admission.identity, cost)
+    return paid instanceof Promise
+      ? paid.then((decided) => judge(event, cost, decided))
+      : judge(event, cost, paid)
   }
 }
 

@@ -28,6 +28,12 @@ import {
 const typeDefs = /* GraphQL */ `
   type Item {
     id: ID!
+    "100 items, whatever the estimate's default size (10) says."
+    wide: [Item!]!
+    "The same, after a turn of the event loop."
+    wideLater: [Item!]!
+    "Non-null; throws on the last of big's items, nulling all of big."
+    bad: Int!
     children(first: Int = 5): [Item!]! @listSize(slicingArguments: ["first"])
   }
   type Session {
@@ -53,6 +59,8 @@ const typeDefs = /* GraphQL */ `
     lookup(id: ID!): Item @cost(weight: 50)
     "The resolver of the review: null means no limit, and a negative first slices from the end."
     users(first: Int = 10): [Item!]! @listSize(slicingArguments: ["first"])
+    "100 items, priced at the default size, 10."
+    big: [Item!]!
   }
   type Mutation {
     login(email: String!): Session
@@ -102,6 +110,11 @@ function createServerSchema(calls: Record<string, number>) {
           throw new Error('expensive failed after its work')
         },
         lookup: () => counted('lookup', null),
+        big: () =>
+          counted(
+            'big',
+            Array.from({ length: 100 }, (_, i) => ({ id: `b${i}` })),
+          ),
         users: (_: unknown, { first }: { first: number | null }) => {
           count('users')
           const all = Array.from({ length: ALL_USERS }, (_, i) => item(i))
@@ -110,6 +123,16 @@ function createServerSchema(calls: Record<string, number>) {
       },
       Item: {
         children: (_: unknown, { first }: { first: number }) => counted('children', items(first)),
+        wide: () => counted('wide', items(100)),
+        wideLater: async () => {
+          await new Promise((resolve) => setImmediate(resolve))
+          return counted('wideLater', items(100))
+        },
+        bad: (parent: { id: string }) => {
+          count('bad')
+          if (parent.id === 'b99') throw new Error('the last one fails')
+          return 1
+        },
       },
       Mutation: {
         login: (_: unknown, { email }: { email: string }) => {
@@ -262,6 +285,66 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
     })
   })
 
+  describe('work an error hid is paid for what ran, and bounded by what the budget can pay', () => {
+    // { big { id wide { id } bad } } is priced 10 × (1 + wide 10 × 1) = 110. It runs 100 + 100 × 100 = 10,100
+    // objects, and then the last big item's non-null bad throws: data is null, and the response shows nothing.
+    const query = '{ big { id wide { id } bad } }'
+
+    it('with room for it, the hidden work is charged what ran: 10,100, not the estimate', async () => {
+      const limiter = budget(20_000)
+      const server = await start({ limiter })
+      const reply = await server.post(query)
+      expect(reply.body.data).toBeNull()
+      expect(reply.body.errors?.map((error) => error.path)).toEqual([['big', 99, 'bad']])
+      expect(server.calls).toEqual({ big: 1, wide: 100, bad: 100 })
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 110, actualQueryCost: 10_100 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(20_000 - 10_100)
+    })
+
+    it('against 1,000 points, the lists stop once the budget owes its capacity: the rest never runs', async () => {
+      const limiter = budget(1000)
+      const server = await start({ limiter })
+      const reply = await server.post(query)
+      expect(reply.body.data).toBeNull()
+      expect(reply.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMITED')
+      // 1,000 points and 1,000 of debt pay for 2,000: the 100 big items and 18 lists of 100 (debited as the work
+      // outruns what was paid, 50 points ahead). The 19th list's resolver ran; its items did not: refused.
+      expect(server.calls).toEqual({ big: 1, wide: 19, bad: 18 })
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 110, actualQueryCost: 1900 })
+      // The budget owes its whole capacity: the next operation of 1 fits once 1,001 tokens are back.
+      const next = await server.post('{ items(first: 1) { id } }')
+      expect(next.status).toBe(429)
+      expect(Number(next.headers.get('retry-after'))).toBeGreaterThan(100_000)
+      expect(Number(next.headers.get('retry-after'))).toBeLessThanOrEqual(100_100)
+    })
+  })
+
+  describe('parallel operations that outrun their estimates share one bound: what the budget can pay', () => {
+    it('10 at once, each of 100 lists of 100 answered after a turn of the event loop, against 1,000 points', async () => {
+      const limiter = budget(1000)
+      const server = await start({ limiter })
+      // Each priced 110 (big 10 × (1 + 10)), admitted together, then running 100 + 100 × 100 objects each. The
+      // lists' resolvers are all called before any answers (graphql-js runs siblings at once); their items are
+      // completed only while the budget can pay: `children` runs for no item of a refused list.
+      const replies = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          server.post('{ big { id wideLater { id children(first: 1) { id } } } }'),
+        ),
+      )
+      const charged = replies.reduce(
+        (sum, reply) => sum + (reply.body.extensions?.cost?.actualQueryCost ?? 0),
+        0,
+      )
+      // 1,000 points and 1,000 of debt: about 2,000 objects completed in all, whichever operations ran them (each
+      // completed list of 100 pays 200: its items and their one child each), far from 10 × 20,100.
+      const children = server.calls.children ?? 0
+      expect(children).toBeLessThanOrEqual(1100)
+      expect(charged).toBeLessThanOrEqual(2000 + 10 * 200)
+      const next = await server.post('{ items(first: 1) { id } }')
+      expect(next.status).toBe(429)
+    })
+  })
+
   describe('no operation is free past a spent budget', () => {
     it('once the budget is spent, an operation selecting only __typename is refused (minCost 1)', async () => {
       const limiter = budget(20)
@@ -296,28 +379,36 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
       expect((await limiter.peek(CLIENT)).remaining).toBe(95)
     })
 
-    it('replayed: ten messages(last: -1) aliases run once, are billed what they returned, and the rest wait', async () => {
+    it('replayed: ten messages(last: -1) aliases run until the budget owes its capacity; the rest wait', async () => {
       const limiter = budget(300)
       const server = await start({ limiter })
       const aliases = Array.from({ length: 10 }, (_, i) => `m${i}: messages(last: -1) { id }`).join(' ')
       const replies = []
       for (let attempt = 0; attempt < 50; attempt++) replies.push(await server.post(`{ ${aliases} }`))
       // last: -1 is priced as an unsliced call, the default size: 10 items per alias, 100 in all. The resolver read
-      // it as "all but one": 499 items per alias, 4,990. The budget pays what it held, 300, and goes 300 into debt
-      // (at most one capacity): 600 in all. The next operation of 100 fits once 400 tokens are back: 40,000 s.
+      // it as "all but one": 499 items per alias. The first list is paid from the 200 left and 300 of debt; the
+      // second would take the budget past its capacity of debt: refused, and so are the lists after it. Its items
+      // never run, and a non-null root field refused nulls the data.
       const [first, ...rest] = replies
       expect(first?.status).toBe(200)
-      expect(first?.body.data.m0).toHaveLength(499)
+      expect(first?.body.data).toBeNull()
+      expect(first?.body.errors).toHaveLength(1)
+      expect(first?.body.errors?.[0]).toMatchObject({
+        message: 'The budget cannot pay for more of this operation; the rest of it did not run.',
+        extensions: { code: 'RATE_LIMITED' },
+      })
       expect(first?.body.extensions?.cost).toMatchObject({
         requestedQueryCost: 100,
-        actualQueryCost: 600,
+        actualQueryCost: 499,
         throttleStatus: { currentlyAvailable: -300 },
       })
       expect(rest.map((reply) => reply.status)).toEqual(rest.map(() => 429))
+      // Owing 300, the next operation of 100 fits once 400 tokens are back: 40,000 s at 0.01 per second.
       const retryAfter = Number(rest.at(-1)?.headers.get('retry-after'))
       expect(retryAfter).toBeGreaterThan(39_000)
       expect(retryAfter).toBeLessThanOrEqual(40_000)
-      expect(server.calls).toEqual({ messages: 10 })
+      // The refusal of m1 nulled the data, and graphql-js ran no root field after it.
+      expect(server.calls).toEqual({ messages: 2 })
     })
 
     it('a slicing argument of 0 or below is priced as if absent, and an empty list pays its weight', async () => {
@@ -358,18 +449,22 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
         undefined,
         'its cost is not a finite number (a slicing argument or a weighted input too large).',
       ],
-    ])('%s: refused with 400 COST_LIMIT_EXCEEDED, no resolver run', async (_, query, variables, reason) => {
-      const limiter = budget(100)
-      const server = await start({ limiter })
-      const reply = await server.post(query, variables)
-      expect(reply.status).toBe(400)
-      expect(reply.body.errors?.[0]).toMatchObject({
-        message: `The operation cannot be priced: ${reason}`,
-        extensions: { code: 'COST_LIMIT_EXCEEDED' },
-      })
-      expect(server.calls).toEqual({})
-      expect((await limiter.peek(CLIENT)).remaining).toBe(100)
-    })
+    ])(
+      '%s: refused with 400 COST_LIMIT_EXCEEDED, no resolver run, minCost spent',
+      async (_, query, variables, reason) => {
+        const limiter = budget(100)
+        const server = await start({ limiter })
+        const reply = await server.post(query, variables)
+        expect(reply.status).toBe(400)
+        expect(reply.body.errors?.[0]).toMatchObject({
+          message: `The operation cannot be priced: ${reason}`,
+          extensions: { code: 'COST_LIMIT_EXCEEDED' },
+        })
+        expect(server.calls).toEqual({})
+        // A refusal spends minCost (1).
+        expect((await limiter.peek(CLIENT)).remaining).toBe(99)
+      },
+    )
 
     it('dry-run: it runs, counted at maxCost (no 500)', async () => {
       const server = await start({ limiter: budget(100), mode: 'dry-run', maxCost: 700 })

@@ -386,10 +386,11 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
         budget: 10,
       })
       expect(totalCalls(server.calls)).toBe(0)
-      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(10)
+      // A refusal spends minCost (1).
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(9)
     })
 
-    it('refuses an operation above maxCost with 400 COST_LIMIT_EXCEEDED, charging nothing', async () => {
+    it('refuses an operation above maxCost with 400 COST_LIMIT_EXCEEDED, spending minCost', async () => {
       const limiter = bucket('max-cost', 100, 0.01)
       const server = await startServer({ limiter, store: fixture.store, maxCost: 30 })
 
@@ -405,7 +406,7 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
       })
       expect(refused.body.extensions?.cost).toEqual({ requestedQueryCost: 40 })
       expect(totalCalls(server.calls)).toBe(0)
-      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100)
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(99)
 
       // At the limit exactly: allowed.
       const atLimit = await server.post({ query: '{ users(first: 10) { id friends(first: 2) { id } } }' })
@@ -723,8 +724,8 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
         maxCost: 20,
       })
       expect(server.calls.users).toBe(2)
-      // Only the two operations that ran were charged.
-      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 16)
+      // The two operations that ran were charged, and the refused one minCost (1).
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 16 - 1)
     })
 
     it('HTTP batching: a spent budget refuses the operations it cannot pay for; the others run', async () => {

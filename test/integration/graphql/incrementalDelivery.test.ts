@@ -29,8 +29,12 @@ const typeDefs = /* GraphQL */ `
   type Item {
     id: ID!
     heavy: Int @cost(weight: 20)
+    "20 items, however many the default size (10) says."
+    children: [Item!]!
   }
   type Query {
+    "Waits for the test to let it answer."
+    slow: Item
     "An async generator of \`count\` items, however many its @listSize says."
     feed(count: Int!): [Item!]! @listSize(assumedSize: 3)
     user: Item
@@ -40,6 +44,7 @@ const typeDefs = /* GraphQL */ `
 interface Calls {
   heavy: number
   items: number
+  children: number
 }
 
 const closers: (() => Promise<void>)[] = []
@@ -58,8 +63,31 @@ function budget(capacity: number): RateLimiter {
   })
 }
 
+/** What `slow` waits on, and what tells the test that `children` has run. */
+interface Gates {
+  release(): void
+  readonly childrenRan: Promise<void>
+  /** The first operation was settled (its onOperation event). */
+  readonly settled: Promise<void>
+}
+
 async function start(limiter: RateLimiter) {
-  const calls: Calls = { heavy: 0, items: 0 }
+  const calls: Calls = { heavy: 0, items: 0, children: 0 }
+  let release: () => void = () => {}
+  const released = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  let childrenRan: () => void = () => {}
+  let settled: () => void = () => {}
+  const gates: Gates = {
+    release: () => release(),
+    childrenRan: new Promise<void>((resolve) => {
+      childrenRan = resolve
+    }),
+    settled: new Promise<void>((resolve) => {
+      settled = resolve
+    }),
+  }
   const operations: OperationEvent[] = []
   const schema = createSchema({
     typeDefs: [costDirectivesTypeDefs, typeDefs],
@@ -74,11 +102,20 @@ async function start(limiter: RateLimiter) {
           }
         },
         user: () => ({ id: 'u' }),
+        slow: async () => {
+          await released
+          return { id: 's' }
+        },
       },
       Item: {
         heavy: () => {
           calls.heavy++
           return 20
+        },
+        children: () => {
+          calls.children++
+          childrenRan()
+          return Array.from({ length: 20 }, (_, i) => ({ id: `c${i}` }))
         },
       },
     },
@@ -86,7 +123,16 @@ async function start(limiter: RateLimiter) {
   const yoga = createYoga({
     schema,
     logging: false,
-    plugins: [useDeferStream(), useTollbooth({ limiter, onOperation: (event) => operations.push(event) })],
+    plugins: [
+      useDeferStream(),
+      useTollbooth({
+        limiter,
+        onOperation: (event) => {
+          operations.push(event)
+          settled()
+        },
+      }),
+    ],
   })
   const server = createServer(yoga)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -98,7 +144,7 @@ async function start(limiter: RateLimiter) {
       }),
   )
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`
-  return { url, calls, operations }
+  return { url, calls, operations, gates }
 }
 
 interface Payload {
@@ -180,6 +226,32 @@ describe('useTollbooth in Yoga with @defer and @stream', () => {
       requestedQueryCost: 24,
       actualQueryCost: 22,
     })
+    expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 22)
+  })
+
+  it('a client that leaves before a deferred part is sent: what ran after it left is charged all the same', async () => {
+    const limiter = budget(1000)
+    const server = await start(limiter)
+    const controller = new AbortController()
+    const response = await fetch(server.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'multipart/mixed' },
+      body: JSON.stringify({ query: '{ user { id } ... @defer { slow { id children { id } } } }' }),
+      signal: controller.signal,
+    })
+    // The first payload (user) arrives; the deferred part waits on `slow`. The client goes away.
+    const reader = response.body?.getReader()
+    await reader?.read()
+    controller.abort()
+    await reader?.cancel().catch(() => {})
+    // The server settles the response when it sees the client gone, before `slow` answers: it paid 2 so far.
+    await server.gates.settled
+    expect(server.operations[0]).toMatchObject({ requestedCost: 12, actualCost: 2 })
+    server.gates.release()
+    await server.gates.childrenRan
+    await new Promise((resolve) => setImmediate(resolve))
+    // Estimated: user 1 + slow 1 + children 10 = 12. Ran: user 1 + slow 1 + children 20 = 22, all of it paid.
+    expect(server.calls.children).toBe(1)
     expect((await limiter.peek(CLIENT)).remaining).toBe(1000 - 22)
   })
 })

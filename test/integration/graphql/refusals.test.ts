@@ -92,6 +92,50 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
     expect(totalCalls(server.calls)).toBe(0)
   })
 
+  it("documents graphql-js refuses spend minCost too: its validation's errors, a syntax error", async () => {
+    const limiter = budget(10)
+    const server = await driver.start({ limiter })
+    const unknown = await server.post({ query: '{ users { nope } }' }, GRAPHQL_RESPONSE)
+    expect(unknown.body.errors?.[0]?.extensions?.code).toBe('GRAPHQL_VALIDATION_FAILED')
+    const broken = await server.post({ query: '{ users { id }' }, GRAPHQL_RESPONSE)
+    expect(broken.body.errors?.[0]?.extensions?.code).toBe('GRAPHQL_PARSE_FAILED')
+    expect((await limiter.peek(CLIENT)).remaining).toBe(8)
+  })
+
+  it('350 fragments spread under one field (20 kB, within every other limit): MAX_FRAGMENTS_EXCEEDED', async () => {
+    const limiter = budget(10)
+    const server = await driver.start({ limiter })
+    const fragments = Array.from({ length: 350 }, (_, i) => `fragment F${i} on User { id }`).join(' ')
+    const spreads = Array.from({ length: 350 }, (_, i) => `...F${i}`).join(' ')
+    const reply = await server.post(
+      { query: `{ users { ${spreads} ${spreads} ${spreads} } } ${fragments}` },
+      GRAPHQL_RESPONSE,
+    )
+    expect(reply.status).toBe(400)
+    expect(reply.body.errors).toEqual([
+      {
+        message: 'A selection spreads more than 50 fragments.',
+        extensions: { code: 'MAX_FRAGMENTS_EXCEEDED', limit: 50 },
+      },
+    ])
+    expect(totalCalls(server.calls)).toBe(0)
+    expect((await limiter.peek(CLIENT)).remaining).toBe(9)
+  })
+
+  it('an operation named as the stand-in Apollo caches for refused documents runs as any other, every time', async () => {
+    const server = await driver.start({ limiter: budget(100) })
+    for (const query of [
+      'query TollboothRefusedDocument { users(first: 1) { id } }',
+      'query TollboothRefusedDocument{__typename}',
+    ]) {
+      for (let i = 0; i < 2; i++) {
+        const reply = await server.post({ query })
+        expect(reply.status).toBe(200)
+        expect(reply.body.errors).toBeUndefined()
+      }
+    }
+  })
+
   it('a parse-time refusal spends minCost too; a batch refused for its size spends nothing', async () => {
     const limiter = budget(10)
     const server = await driver.start(

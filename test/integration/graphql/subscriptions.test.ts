@@ -68,6 +68,10 @@ const typeDefs = /* GraphQL */ `
   type Tick {
     n: Int!
     samples: [Sample!]! @listSize(assumedSize: 2)
+    "100 samples, whatever the assumed size says"
+    many: [Sample!]! @listSize(assumedSize: 2)
+    "Non-null; throws: the event's tick is nulled, and what ran below it vanishes"
+    bad: Int!
   }
   type Subscription {
     "count events, gapMs apart (0: as fast as the consumer reads)"
@@ -104,7 +108,13 @@ function makeSchema(runs: Runs, stall: Promise<void>) {
     resolvers: {
       Query: { budget: () => 1, node: () => ({}) },
       Node: { child: () => ({}), name: () => 'n' },
-      Tick: { samples: (tick: { n: number }) => [{ v: tick.n }, { v: -tick.n }] },
+      Tick: {
+        samples: (tick: { n: number }) => [{ v: tick.n }, { v: -tick.n }],
+        many: () => Array.from({ length: 100 }, (_, v) => ({ v })),
+        bad: () => {
+          throw new Error('bad')
+        },
+      },
       Subscription: {
         ticks: {
           // A plain function, so the call is counted even if the generator is never started.
@@ -205,8 +215,8 @@ async function start(driver: WsServerDriver, options: StartOptions): Promise<Har
   const eventCapacity = options.eventCapacity ?? 1000
   const eventBudget =
     eventCapacity === 'twin'
-      ? // The plugin's default: the same store and size, under the limiter's name and `:events`.
-        limiter.twin(`${limiter.name}:events`)
+      ? // The plugin's default: the same store and size, under the limiter's name and `-events`.
+        limiter.twin(`${limiter.name}-events`)
       : tokenBucket({
           name: `events-${serial}`,
           capacity: eventCapacity,
@@ -608,6 +618,20 @@ describe.each(wsServerDrivers.map((driver) => [driver.name, driver] as const))('
       expect(await h.eventsRemaining()).toBe(0)
       // The budget for queries paid the subscription's opening only.
       expect(await h.remaining()).toBe(100 - SUB_COST)
+    })
+
+    it('an event whose result an error nulled is charged the work that ran: 100 samples hidden are paid', async () => {
+      const h = await start(driver, { capacity: 100, eventCapacity: 1000 })
+      const op = subscribeWs(wsClient(h.wsUrl), 'subscription { ticks(count: 3) { n many { v } bad } }')
+      expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
+      // Each event: ticks nulled by bad, so the result shows { ticks: null } and an error.
+      expect(op.results.map((result) => result.data)).toEqual([
+        { ticks: null },
+        { ticks: null },
+        { ticks: null },
+      ])
+      // What ran, per event: ticks 5 + 100 samples = 105 (the response alone would say 5).
+      expect(await h.eventsRemaining()).toBe(1000 - 3 * 105)
     })
 
     it('costPerEvent is the least an event costs', async () => {

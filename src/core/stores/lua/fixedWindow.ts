@@ -50,12 +50,11 @@ local function fixed_window(key, op, now, a1, a2, a3)
     end
     return reply(true, math.floor(limit - next_count), until_end, 0, 0), save(next_count)
   elseif op == 'debit' then
-    -- taken whatever is left: at most one limit of debt
+    -- taken whatever is left: at most one limit of debt; allowed when all of it was taken
     local next_count = math.min(count + amount, 2 * limit)
-    local fits = count + amount <= limit
     local retry = 0
-    if not fits then retry = retry_after(next_count, 1) end
-    return reply(fits, math.floor(limit - next_count), lifetime(next_count), retry, 0), save(next_count)
+    if next_count + 1 > limit then retry = retry_after(next_count, 1) end
+    return reply(count + amount <= 2 * limit, math.floor(limit - next_count), lifetime(next_count), retry, 0), save(next_count)
   elseif op == 'peek' then
     return count_reply(count)
   elseif op == 'refund' then

@@ -27,13 +27,11 @@ local function gcra(key, op, now, a1, a2, a3)
     end
     return reply(true, math.floor((burst - (next_tat - now)) / emission), next_tat - now, 0, base - now), save(next_tat)
   elseif op == 'debit' then
-    -- taken whatever is left: at most one burst of debt past a full bucket
+    -- taken whatever is left: at most one burst of debt past a full bucket; allowed when all of it was taken
     local wanted = base + amount
-    local next_tat = math.min(wanted, now + 2 * burst)
-    local fits = wanted - now <= burst
-    local wait = 0
-    if not fits then wait = next_tat + emission - now - burst end
-    return reply(fits, math.floor((burst - (next_tat - now)) / emission), next_tat - now, wait, 0), save(next_tat)
+    local cap = now + 2 * burst
+    local next_tat = math.min(wanted, cap)
+    return reply(wanted <= cap, math.floor((burst - (next_tat - now)) / emission), next_tat - now, next_tat + emission - now - burst, 0), save(next_tat)
   elseif op == 'peek' then
     return peek_reply(base)
   elseif op == 'refund' then

@@ -54,13 +54,12 @@ local function sliding_window(key, op, now, a1, a2, a3)
     end
     return reply(true, math.floor(limit - estimate - amount), 2 * window - elapsed, 0, 0), save(current + amount, previous)
   elseif op == 'debit' then
-    -- taken whatever is left: at most one limit of debt
+    -- taken whatever is left: at most one limit of debt; allowed when all of it was taken
     local taken = math.min(amount, math.max(0, 2 * limit - estimate))
     local next_count = current + taken
-    local fits = estimate + amount <= limit
     local retry = 0
-    if not fits then retry = retry_after(next_count, previous, 1) end
-    return reply(fits, math.floor(limit - estimate - taken), reset_after(next_count, previous), retry, 0), save(next_count, previous)
+    if estimate + taken + 1 > limit then retry = retry_after(next_count, previous, 1) end
+    return reply(taken == amount, math.floor(limit - estimate - taken), reset_after(next_count, previous), retry, 0), save(next_count, previous)
   elseif op == 'peek' then
     return estimate_reply(estimate, current, previous)
   elseif op == 'refund' then
