@@ -36,7 +36,7 @@ export interface TollboothFastifyOptions {
    * is not read: `request.ip` and this may differ). @default false
    */
   trustProxy?: TrustProxy
-  /** IPv6 client addresses are counted per network of this prefix (1..128). @default 64 */
+  /** IPv6 client addresses are counted per network of this prefix (1..128). @default 56 */
   ipv6Prefix?: number
   /** IPv4 client addresses are counted per network of this prefix (1..32). @default 32 */
   ipv4Prefix?: number

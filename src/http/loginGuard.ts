@@ -19,7 +19,7 @@ const OWNER = 'loginGuard'
 export interface LoginGuardOptions<Req extends IncomingMessage = IncomingMessage>
   extends IdentityOptions<Req> {
   /**
-   * Attempts per client address (the identity: IPv6 by /64): a rate limiter that refuses (`tokenBucket`,
+   * Attempts per client address (the identity: IPv6 by /56): a rate limiter that refuses (`tokenBucket`,
    * `slidingWindow`, `fixedWindow`). Stops one address spraying many accounts.
    */
   perIp: RateLimiter

@@ -25,7 +25,7 @@ export interface ProtectWebSocketOptions {
   identify?: (req: IncomingMessage) => string | Promise<string>
   /** Which `X-Forwarded-For` hops to believe for the default identity and the handshake limit. @default false */
   trustProxy?: TrustProxy
-  /** IPv6 client addresses are counted per network of this prefix (1..128). @default 64 */
+  /** IPv6 client addresses are counted per network of this prefix (1..128). @default 56 */
   ipv6Prefix?: number
   /** IPv4 client addresses are counted per network of this prefix (1..32). @default 32 (each address) */
   ipv4Prefix?: number

@@ -277,7 +277,7 @@ describe.each(storeKinds)('loginGuard on the %s store', (kind) => {
       expect(app.routeHits).toBe(5)
     })
 
-    it('counts IPv6 addresses rotating within one /64 as one address', async () => {
+    it('counts IPv6 addresses rotating within one /56 as one address', async () => {
       const guard = guardOf(
         ctx.fixture.store,
         ctx.name,
@@ -286,12 +286,15 @@ describe.each(storeKinds)('loginGuard on the %s store', (kind) => {
       )
       const app = await startLoginApp(framework, guard)
       const statuses: number[] = []
+      // Six /64s of the /56 2001:db8:1::/56.
       for (let i = 1; i <= 6; i++) {
-        statuses.push((await login(app.port, `user${i}@example.com`, 'wrong', `2001:db8:1:2::${i}`)).status)
+        statuses.push(
+          (await login(app.port, `user${i}@example.com`, 'wrong', `2001:db8:1:${i}::${i}`)).status,
+        )
       }
       expect(statuses).toEqual([401, 401, 401, 401, 401, 429])
-      // The next /64 is another client.
-      expect((await login(app.port, 'user7@example.com', 'wrong', '2001:db8:1:3::1')).status).toBe(401)
+      // The next /56 is another client.
+      expect((await login(app.port, 'user7@example.com', 'wrong', '2001:db8:1:100::1')).status).toBe(401)
       expect(app.routeHits).toBe(6)
     })
 
