@@ -106,10 +106,11 @@ describe.each(storeKinds)('tollboothRateLimit on a %s store', (kind) => {
     expect(handled()).toBe(3)
     const json = 'application/json; charset=utf-8'
     const policy = `"${name}";q=3;w=300`
+    // One token back every 100 s: the next one is 100 s away, however many are spent.
     expect(answers.map(limitFields)).toEqual([
       { 'ratelimit-policy': policy, ratelimit: `"${name}";r=2;t=100`, 'content-type': json },
-      { 'ratelimit-policy': policy, ratelimit: `"${name}";r=1;t=200`, 'content-type': json },
-      { 'ratelimit-policy': policy, ratelimit: `"${name}";r=0;t=300`, 'content-type': json },
+      { 'ratelimit-policy': policy, ratelimit: `"${name}";r=1;t=100`, 'content-type': json },
+      { 'ratelimit-policy': policy, ratelimit: `"${name}";r=0;t=100`, 'content-type': json },
       ...[3, 4].map(() => ({
         'ratelimit-policy': policy,
         ratelimit: `"${name}";r=0;t=100`,
@@ -151,14 +152,14 @@ describe.each(storeKinds)('tollboothRateLimit on a %s store', (kind) => {
 
     const heavy = [await get(`${url}/heavy`), await get(`${url}/heavy`), await get(`${url}/heavy`)]
     expect(heavy.map((a) => [a.status, a.headers.ratelimit])).toEqual([
-      [200, `"${shared}";r=3;t=200`],
-      [200, `"${shared}";r=1;t=400`],
+      [200, `"${shared}";r=3;t=100`],
+      [200, `"${shared}";r=1;t=100`],
       // 2 more than the 1 left: refused, and nothing spent.
       [429, `"${shared}";r=1;t=100`],
     ])
     const plain = [await get(url), await get(url)]
     expect(plain.map((a) => [a.status, a.headers.ratelimit])).toEqual([
-      [200, `"${shared}";r=0;t=500`],
+      [200, `"${shared}";r=0;t=100`],
       [429, `"${shared}";r=0;t=100`],
     ])
     const ownAnswers = [await get(`${url}/own`), await get(`${url}/own`)]

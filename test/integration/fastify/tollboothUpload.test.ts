@@ -184,8 +184,8 @@ describe.each(flavors)('tollboothUpload with the body %s', (flavor) => {
     expect(response.headers.get('ratelimit-policy')).toBe(
       `"${bytes.name}";q=1000;qu="content-bytes";w=100000`,
     )
-    // What the budget holds once the upload's 700 are reserved: empty, a byte back per 100 s.
-    expect(response.headers.get('ratelimit')).toBe(`"${bytes.name}";r=0;t=100000`)
+    // What the budget holds once the upload's 700 are reserved: empty, the next byte back in 100 s.
+    expect(response.headers.get('ratelimit')).toBe(`"${bytes.name}";r=0;t=100`)
 
     await charged.waitFor(2)
     expect(summary(charged.charges)).toEqual([
@@ -238,9 +238,9 @@ describe.each(flavors)('tollboothUpload with the body %s', (flavor) => {
     )
     const response = await client.response
     expect(response.status).toBe(429)
-    // 100 bytes short at one byte per 100 s.
+    // 100 bytes short at one byte per 100 s; the next byte comes back in 100 s.
     expect(response.headers['retry-after']).toBe('10000')
-    expect(response.headers.ratelimit).toBe(`"${bytes.name}";r=300;t=10000`)
+    expect(response.headers.ratelimit).toBe(`"${bytes.name}";r=300;t=100`)
     expect(response.headers.connection).toBe('close')
     expect(JSON.parse(response.body)).toMatchObject({ status: 429, 'violated-policies': [bytes.name] })
     await client.closed
