@@ -27,7 +27,12 @@ describe('deny cache (real Redis, real time)', () => {
 
   it('counts what a bucket refilled since the denial, between two readings of the store', async () => {
     // 100 tokens, 10 back a second; 96 spent, then 60 asked: refused until 56 more are back (5.6 s).
-    const limiter = tokenBucket({ name: 'refilling', store: fixture.store, capacity: 100, refillPerSecond: 10 })
+    const limiter = tokenBucket({
+      name: 'refilling',
+      store: fixture.store,
+      capacity: 100,
+      refillPerSecond: 10,
+    })
     await limiter.consume('k', 96)
     const denied = await limiter.consume('k', 60)
     expect(denied).toMatchObject({ allowed: false, remaining: 4, source: 'store' })
@@ -105,4 +110,3 @@ describe('deny cache (real Redis, real time)', () => {
     expect((await limiter.consume('k19')).source).toBe('cache')
   })
 })
-

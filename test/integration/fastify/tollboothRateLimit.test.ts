@@ -176,6 +176,39 @@ describe.each(storeKinds)('tollboothRateLimit on a %s store', (kind) => {
 })
 
 describe('tollboothRateLimit callbacks and answers', () => {
+  it('refundWhen counting only failures: successes cost nothing, then the budget of 2 holds 2 failures', async () => {
+    let refunds = 0
+    let refunded: () => void = () => {}
+    const limiter = tokenBucket({
+      name: uniqueName(),
+      capacity: 2,
+      refillPerSecond: 0.01,
+      hooks: {
+        onDecision: (event) => {
+          if (event.op !== 'refund') return
+          refunds++
+          refunded()
+        },
+      },
+    })
+    const { url } = await limitedApp(
+      { limiter, refundWhen: (_request, reply) => reply.statusCode < 400 },
+      (app) => {
+        app.get('/wrong', async (_request, reply) => reply.code(401).send({ error: 'invalid' }))
+      },
+    )
+    for (let i = 1; i <= 5; i++) {
+      const counted = new Promise<void>((resolve) => {
+        refunded = resolve
+      })
+      expect((await get(url)).status).toBe(200)
+      await counted
+    }
+    const failures = [await get(`${url}/wrong`), await get(`${url}/wrong`), await get(`${url}/wrong`)]
+    expect(failures.map(({ status }) => status)).toEqual([401, 401, 429])
+    expect(refunds).toBe(5)
+  })
+
   it('skip: a skipped request spends nothing and carries no RateLimit fields', async () => {
     const name = uniqueName()
     const { url, handled } = await limitedApp({
