@@ -10,7 +10,11 @@
 import { deflateRawSync, constants as zlibConstants } from 'node:zlib'
 import { afterEach, describe, expect, it } from 'vitest'
 import { type WebSocket, WebSocketServer } from 'ws'
-import { type ProtectWebSocketOptions, protectWebSocketServer } from '../../../src/ws/index.js'
+import {
+  type ProtectWebSocketOptions,
+  protectWebSocketServer,
+  type WebSocketProtection,
+} from '../../../src/ws/index.js'
 import {
   clientFrame,
   closeFrameOf,
@@ -35,6 +39,7 @@ function bombFrame(): Buffer {
 
 interface Served {
   readonly port: number
+  readonly protection: WebSocketProtection
   /** Inflations ws really ran, over every connection (counted on its inflater, under the protection's gate). */
   inflations: number
   delivered: number
@@ -47,15 +52,6 @@ async function serve(options: ProtectWebSocketOptions): Promise<Served> {
   const wss = new WebSocketServer({ port: 0, host: HOST, perMessageDeflate: true })
   await new Promise((resolve) => wss.once('listening', resolve))
   const waiters: (() => void)[] = []
-  const served: Served = {
-    port: (wss.address() as { port: number }).port,
-    inflations: 0,
-    delivered: 0,
-    drops: 0,
-    async waitForInflations(count) {
-      while (served.inflations < count) await new Promise<void>((resolve) => waiters.push(resolve))
-    },
-  }
   const protection = protectWebSocketServer(wss, {
     heartbeatMs: 0,
     onDrop: () => {
@@ -63,6 +59,16 @@ async function serve(options: ProtectWebSocketOptions): Promise<Served> {
     },
     ...options,
   })
+  const served: Served = {
+    port: (wss.address() as { port: number }).port,
+    protection,
+    inflations: 0,
+    delivered: 0,
+    drops: 0,
+    async waitForInflations(count) {
+      while (served.inflations < count) await new Promise<void>((resolve) => waiters.push(resolve))
+    },
+  }
   wss.on('connection', (ws: WebSocket) => {
     ws.on('message', () => {
       served.delivered++
@@ -116,6 +122,23 @@ describe('a permessage-deflate flood (frames of 85 bytes inflating to 64 KiB eac
     expect(served.delivered).toBeLessThanOrEqual(served.inflations)
     // The connection is held back, not closed: nothing was dropped.
     expect([served.drops, client.ended()]).toEqual([0, false])
+  })
+
+  it('a client that leaves while its frames wait unread is ended by the heartbeat, and its slot freed', async () => {
+    // A socket held back is not read: that the peer left (its FIN or reset waits behind the unread frames) is found by
+    // the heartbeat, whose missed pong terminates it. The frame waiting for the budget then ends ws' receiver, or ws
+    // would wait for it forever before emitting 'close' (and the slot would stay held).
+    const served = await serve({
+      messagesPerSecond: 10_000,
+      inflatedBytesPerSecond: 4 * 65_536,
+      heartbeatMs: 1000,
+    })
+    const client = await deflateClient(served.port)
+    flood(client, 2_000)
+    await served.waitForInflations(4)
+    client.socket.end()
+    while (served.protection.openConnections > 0) await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(served.inflations).toBeLessThan(2_000)
   })
 
   it('once closed for the flood, inflates nothing more: no second of grace spent inflating', async () => {
