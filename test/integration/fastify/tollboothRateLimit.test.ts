@@ -470,6 +470,10 @@ describe('tollboothRateLimit options, checked at startup', () => {
       `tollboothRateLimit: "hook" must be one of 'onRequest', 'preValidation', 'preHandler', got "onSend"`,
     ],
     [{ limiter, onLimited: 429 }, 'tollboothRateLimit: "onLimited" must be a function, got 429'],
+    [
+      { limiter, refundWhen: 'failed' },
+      'tollboothRateLimit: "refundWhen" must be a function (request, reply) => boolean',
+    ],
     [{ limiter, ipv6Prefix: 200 }, 'tollboothRateLimit: "ipv6Prefix" must be'],
     ['limiter', 'tollboothRateLimit: "options" must be an object'],
   ])('plugin options %j are refused', async (options, message) => {

@@ -303,6 +303,10 @@ describe.each(servers)('login bounds through %s', (_name, start) => {
     for (const [name, answer] of Object.entries(answers)) expect(answer, name).toBe(answers.none)
     // The genuine token gets through the same attack.
     expect((await attempt(app.port, { email: ALICE, from: '10.9.9.10', token: alice })).status).toBe(401)
+    // No enumeration: an account that does not exist, under the same attack, is answered alike.
+    const ghost = 'ghost@example.com'
+    expect((await attempt(app.port, { email: ghost, from: '10.9.9.9' })).status).toBe(401)
+    expect(await raw(app.port, ghost, alice)).toBe(answers.none)
   })
 
   it('an expired device token counts as no token', async () => {
