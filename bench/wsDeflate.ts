@@ -234,7 +234,7 @@ interface Phase {
   readonly floodHandled: number
 }
 
-/** Waits until this process has used under 5% of a core over 250 ms (what a flood left behind is done), 20 s at most. */
+/** Waits until this process uses under 5% of a core over 250 ms (a flood's leftovers are done), 20 s at most. */
 async function untilIdle(): Promise<void> {
   for (let i = 0; i < 80; i++) {
     const cpu = process.cpuUsage()

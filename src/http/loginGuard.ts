@@ -153,9 +153,9 @@ const NO_DEVICE: LoginSuccess = Object.freeze({ deviceToken: undefined, deviceCo
  * Rate limits for a login route, checked before the credentials are verified.
  *
  * Counting: every attempt is spent from its budgets when it is checked (all three, or its device's), and a success
- * gives back its own units. Counting only reported failures would let N parallel attempts through before the first failure lands;
- * spending at the door admits exactly the budget, however many arrive at once, and an attempt whose outcome is never
- * reported (the client hung up during the delay, the route crashed) stays counted as a failure.
+ * gives back its own units. Counting only reported failures would let N parallel attempts through before the first
+ * failure lands; spending at the door admits exactly the budget, however many arrive at once, and an attempt whose
+ * outcome is never reported (the client hung up during the delay, the route crashed) stays counted as a failure.
  *
  * Enumeration: the guard never looks the account up, so an existing and an unknown account get the same answer after
  * the same store calls; keep your own check just as blind (verify a dummy hash for an unknown account).
