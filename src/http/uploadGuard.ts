@@ -92,10 +92,11 @@ export class UploadTooLargeError extends Error {
 
 /**
  * An Express/Connect middleware (also for plain `node:http`) for upload routes: size, byte budget and simultaneous
- * uploads per identity. Refusals made before the body is read (413 for a declared length over `maxBytes`, 429 for
- * one over the remaining budget or for one upload too many) never reach the route and close the connection. The
- * body is counted as the parser hands it to `req`, whoever reads it and however (body parsers, `req.pipe(file)`,
- * async iteration): counting consumes nothing. A body going past `maxBytes` is cut off: nothing more reaches the
+ * uploads per identity. An upload reserves its declared length (`maxBytes` without one) from the byte budget when it
+ * is admitted and gets back what did not arrive. Refusals made before the body is read (413 for a declared length
+ * over `maxBytes`, 429 for a reservation the budget does not hold or for one upload too many) never reach the route
+ * and close the connection. The body is counted as the parser hands it to `req`, whoever reads it and however (body
+ * parsers, `req.pipe(file)`, async iteration). A body going past `maxBytes` is cut off: nothing more reaches the
  * route, a 413 is answered if the route has not answered yet, then the connection is closed and `req` is destroyed
  * (the route sees an error or an abort, never the end of the body). Errors of `identify` go to `next(error)`.
  */
@@ -187,8 +188,8 @@ export interface UploadAdmission {
 }
 
 /**
- * The framework-free core of an upload guard: size, byte budget and simultaneous uploads, counting the body of the
- * raw request as Node's parser hands it over and charging what arrived. The limits are checked here (at startup),
+ * The framework-free core of an upload guard: size, byte budget and simultaneous uploads, reserving at the door and
+ * counting the body of the raw request as Node's parser hands it over. The limits are checked here (at startup),
  * naming `owner` in errors; adapters check their own callbacks.
  */
 export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmission {
