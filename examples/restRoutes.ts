@@ -1,11 +1,13 @@
 /**
  * The example server's plain HTTP routes, protected by tollbooth/http:
  *
- *   POST /login   { "email", "password" } (JSON): loginGuard — per client IP, per (IP, account) and a growing delay
- *                 per account; the same answer whether the account exists or not
+ *   POST /login   { "email", "password" } (JSON): loginGuard — per client IP, per (IP, account), and per account a
+ *                 growing delay then a refusal; a device that logged in before (its cookie) is counted on its own;
+ *                 the same answer whether the account exists or not
  *   POST /upload  any body: uploadGuard — at most 1 MiB per request (a longer body is cut off with 413), 10 MiB per
  *                 minute per identity, 2 uploads at once
  */
+import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { loginGuard, normalizeAccount, uploadGuard } from '../src/http/index.js'
 import {
@@ -75,6 +77,18 @@ export function createRestRoutes({
       failPolicy: 'closed',
       hooks,
     }),
+    trustedDevices: {
+      // Without DEVICE_SECRET, one of its own per start: the device cookies of an earlier start count as none.
+      secret: process.env.DEVICE_SECRET ?? randomBytes(32),
+      perDevice: tokenBucket({
+        name: 'login-device',
+        store,
+        capacity: LOGIN_ATTEMPTS_PER_ACCOUNT,
+        refillPerSecond: 1 / 60,
+        failPolicy: 'closed',
+        hooks,
+      }),
+    },
     account: (req) => (typeof req.body?.email === 'string' ? req.body.email : undefined),
     trustProxy,
   })
@@ -117,10 +131,18 @@ export function createRestRoutes({
       const user = demoUsers.find((candidate) => candidate.email === normalizeAccount(email))
       // The demo compares plain passwords; a real server verifies a hash, a dummy one for unknown accounts.
       const ok = user !== undefined && user.password === req.body?.password
-      const settled = ok ? login.succeeded(req, email) : login.failed(req, email)
-      void settled.then(
-        () =>
-          ok ? answer(res, 200, { token: user?.token }) : answer(res, 401, { error: 'invalid credentials' }),
+      if (!ok) {
+        login.failed(req, email).then(
+          () => answer(res, 401, { error: 'invalid credentials' }),
+          () => answer(res, 500, { error: 'login check failed' }),
+        )
+        return
+      }
+      login.succeeded(req, email).then(
+        ({ deviceCookie }) => {
+          if (deviceCookie !== undefined) res.setHeader('set-cookie', deviceCookie)
+          answer(res, 200, { token: user?.token })
+        },
         () => answer(res, 500, { error: 'login check failed' }),
       )
     })
@@ -157,7 +179,7 @@ export function createRestRoutes({
     limits: [
       [
         'login-ip',
-        `POST /login: 20 attempts per minute per client IP; ${LOGIN_ATTEMPTS_PER_ACCOUNT} per IP and account, +1/min; account: 1/s (a delay, never a lockout)`,
+        `POST /login: 20 attempts per minute per client IP; ${LOGIN_ATTEMPTS_PER_ACCOUNT} per IP and account, +1/min; account: 1/s, 5 waiting, then 429 (a device that logged in before is counted on its own)`,
         'closed',
       ],
       [

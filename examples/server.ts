@@ -122,7 +122,7 @@ function userOf(authorization: unknown): DemoUser | undefined {
   return token === undefined ? undefined : userByToken(token)
 }
 
-/** The client's network: its address (through TRUST_PROXY) as `ipKey` groups it, IPv6 by /64. */
+/** The client's network: its address (through TRUST_PROXY) as `ipKey` groups it, IPv6 by /56. */
 const resolveClientIp = createClientIpResolver({ trustProxy })
 const ipIdentity = (req: IncomingMessage | undefined): string =>
   `ip:${req === undefined ? 'unknown' : ipKey(resolveClientIp(req))}`
@@ -400,7 +400,7 @@ function banner(url: string, pid: number): string {
     `  metrics     ${url}/metrics`,
     `  REST        POST ${url}/login (JSON email, password) · POST ${url}/upload (any body, ${MAX_UPLOAD_BYTES / 1024} KiB at most)`,
     `store: ${storeLabel}`,
-    `identity: "authorization: Bearer <token>" (WebSockets: also ?token=<token> or graphql-ws connectionParams), else the client IP (IPv6: its /64)`,
+    `identity: "authorization: Bearer <token>" (WebSockets: also ?token=<token> or graphql-ws connectionParams), else the client IP (IPv6: its /56)`,
     `  client IP: ${trustProxy === false ? "the socket's address (TRUST_PROXY trusts proxies' X-Forwarded-For)" : `X-Forwarded-For, trusting ${JSON.stringify(trustProxy)}`}`,
     `  demo tokens: ${demoUsers.map((user) => `${user.token} (${user.email} / ${user.password})`).join(', ')}`,
     'limits (fail policy: what each one answers while the store is unreachable):',

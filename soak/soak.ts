@@ -62,10 +62,7 @@ export const GRAPHQL_WS_CAP = 5
 
 export function httpClasses(): HttpClass[] {
   const anonymous = (block: number, count: number) =>
-    Array.from({ length: count }, (_, i) => {
-      const address = `2001:db8:${block}:${i}::1`
-      return { name: address, headers: { 'x-forwarded-for': address } }
-    })
+    addresses(block, count).map((address) => ({ name: address, headers: { 'x-forwarded-for': address } }))
   const user = (token: string) => ({ name: token, headers: { authorization: `Bearer ${token}` } })
   return [
     {
@@ -234,9 +231,12 @@ export async function runSoak(
   }
 }
 
-/** Anonymous identities of one address block, one /64 each (their addresses are their names). */
+/**
+ * Anonymous identities of one address block, one /56 each (the network an address-keyed limiter counts as one client;
+ * their addresses are their names).
+ */
 function addresses(block: number, count: number): string[] {
-  return Array.from({ length: count }, (_, i) => `2001:db8:${block}:${i}::1`)
+  return Array.from({ length: count }, (_, i) => `2001:db8:${block}:${(i * 256).toString(16)}::1`)
 }
 
 /** Latencies of the well-behaved classes' requests (never refused): what the limiter adds is judged on these. */

@@ -1,4 +1,5 @@
 import type { Decision } from './decision.js'
+import { type QuotaRestore, unitsBackAfter } from './quotaRestore.js'
 
 interface Denial {
   readonly until: number
@@ -9,12 +10,16 @@ interface Denial {
 /**
  * Remembers "this key is denied until T" so repeated requests from a denied identity are answered in-process until
  * T without a store round trip. Only a request costing at least as much as the denied one is answered from here
- * (a cheaper one may fit). Bounded: beyond `maxKeys` the oldest entry is dropped.
+ * (a cheaper one may fit). Its answers count what has come back since the denial as far as `restore` tells (a
+ * bucket's refill), not a copy of the denial's. Bounded: beyond `maxKeys` the oldest entry is dropped.
  */
 export class DenyCache {
   private readonly denials = new Map<string, Denial>()
 
-  constructor(private readonly maxKeys: number) {}
+  constructor(
+    private readonly maxKeys: number,
+    private readonly restore?: QuotaRestore,
+  ) {}
 
   get(key: string, cost: number, now = Date.now()): Decision | undefined {
     const denial = this.denials.get(key)
@@ -24,10 +29,12 @@ export class DenyCache {
       return undefined
     }
     if (cost < denial.cost) return undefined
-    const elapsed = now - (denial.until - denial.decision.retryAfterMs)
+    const { decision } = denial
+    const elapsed = now - (denial.until - decision.retryAfterMs)
     return {
-      ...denial.decision,
-      resetMs: Math.max(0, denial.decision.resetMs - elapsed),
+      ...decision,
+      remaining: decision.remaining + unitsBackAfter(decision, this.restore, elapsed),
+      resetMs: Math.max(0, decision.resetMs - elapsed),
       retryAfterMs: denial.until - now,
       source: 'cache',
     }

@@ -8,6 +8,7 @@ import {
   limiterOptionKeys,
   type ResolvedLimiterOptions,
 } from './limiterBase.js'
+import { type QuotaRestore, quotaRestoreOf } from './quotaRestore.js'
 import type { AlgorithmName, StoreRequest } from './stores/store.js'
 import { positiveInteger, validAmount, validKey } from './validate.js'
 
@@ -65,8 +66,18 @@ export class RateLimiter extends LimiterBase {
     this.limit = rate.limit
     this.maxCost = rate.maxCost
     this.restorePerSecond = rate.restorePerSecond
-    this.policy = Object.freeze({ name: options.name, quota: rate.limit, windowSeconds: rate.windowSeconds })
-    this.denyCache = createDenyCache(rate.algorithm, options.store.kind, options.denyCache)
+    this.policy = Object.freeze({
+      name: options.name,
+      quota: rate.limit,
+      windowSeconds: rate.windowSeconds,
+      restore: quotaRestoreOf(rate.step, rate.args(1)),
+    })
+    this.denyCache = createDenyCache(
+      rate.algorithm,
+      options.store.kind,
+      options.denyCache,
+      this.policy.restore,
+    )
   }
 
   /**
@@ -187,10 +198,11 @@ function createDenyCache(
   owner: string,
   storeKind: 'memory' | 'remote',
   option: RateLimiterOptions['denyCache'],
+  restore: QuotaRestore | undefined,
 ): DenyCache | undefined {
   checkOptionKeys(owner, option, DENY_CACHE_OPTIONS, 'denyCache')
   // A memory store answers as fast as the cache would.
   if (option === false || storeKind === 'memory') return undefined
   const maxKeys = typeof option === 'object' ? option.maxKeys : undefined
-  return new DenyCache(positiveInteger(owner, 'denyCache.maxKeys', maxKeys ?? 10_000))
+  return new DenyCache(positiveInteger(owner, 'denyCache.maxKeys', maxKeys ?? 10_000), restore)
 }

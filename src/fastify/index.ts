@@ -4,6 +4,7 @@
  * limits (`tollboothUpload`, route `config.tollboothUpload`) as plugins, and the login guard as a route `preHandler`
  * with outcome reports (`tollboothLogin`). Answers go through Fastify's reply, errors to its error handling.
  */
+export type { LoginSuccess } from '../http/loginGuard.js'
 export type { RateLimitResult } from '../http/rateLimit.js'
 export type { Refusal } from '../http/refusal.js'
 export type { UploadCharge } from '../http/uploadGuard.js'

@@ -36,7 +36,7 @@ export interface TollboothFastifyOptions {
    * is not read: `request.ip` and this may differ). @default false
    */
   trustProxy?: TrustProxy
-  /** IPv6 client addresses are counted per network of this prefix (1..128). @default 64 */
+  /** IPv6 client addresses are counted per network of this prefix (1..128). @default 56 */
   ipv6Prefix?: number
   /** IPv4 client addresses are counted per network of this prefix (1..32). @default 32 */
   ipv4Prefix?: number
@@ -60,6 +60,11 @@ export interface TollboothFastifyOptions {
    * @default 'onRequest'
    */
   hook?: TollboothHook
+  /**
+   * Decides from the reply, once the response is over, whether an admitted request's cost is given back (may be
+   * async): `(_request, reply) => reply.statusCode < 400` counts only failed requests. What it throws is ignored.
+   */
+  refundWhen?: (request: FastifyRequest, reply: FastifyReply) => boolean | Promise<boolean>
 }
 
 /** A route's `config.tollbooth`: any of the plugin's options, for this route only. */
@@ -82,6 +87,7 @@ export const OPTIONS = optionNames<TollboothFastifyOptions>({
   skip: true,
   onLimited: true,
   hook: true,
+  refundWhen: true,
 } satisfies OptionKeys<TollboothRouteOptions>)
 
 /** How one route is limited: the check, where it runs and how a refusal is answered. */
@@ -89,6 +95,7 @@ export interface RouteLimit {
   readonly check: (request: FastifyRequest) => Promise<RateLimitResult>
   readonly hook: TollboothHook
   readonly onLimited: TollboothFastifyOptions['onLimited']
+  readonly refundWhen: TollboothFastifyOptions['refundWhen']
 }
 
 /** The Fastify request of a raw one, set by the hook just before the check reads it. */
@@ -109,9 +116,12 @@ export function checkPluginOptions(options: unknown): asserts options is Tollboo
 export function limitOf(options: TollboothRouteOptions, path?: string): RouteLimit {
   const name = (option: string) => (path === undefined ? option : `${path}.${option}`)
   const hook = oneOf(OWNER, name('hook'), options.hook ?? 'onRequest', HOOKS)
-  const { onLimited, cost } = options
+  const { onLimited, cost, refundWhen } = options
   if (onLimited !== undefined && typeof onLimited !== 'function') {
     throw invalidOption(OWNER, name('onLimited'), 'a function', onLimited)
+  }
+  if (refundWhen !== undefined && typeof refundWhen !== 'function') {
+    throw invalidOption(OWNER, name('refundWhen'), 'a function (request, reply) => boolean', refundWhen)
   }
   if (
     cost !== undefined &&
@@ -143,6 +153,7 @@ export function limitOf(options: TollboothRouteOptions, path?: string): RouteLim
     },
     hook,
     onLimited,
+    refundWhen,
   }
 }
 

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import { proceedAfterDelay } from '../http/heldLease.js'
-import { type LoginCheck, type LoginGuardOptions, loginGuard } from '../http/loginGuard.js'
+import { type LoginCheck, type LoginGuardOptions, type LoginSuccess, loginGuard } from '../http/loginGuard.js'
+import type { TrustedDeviceOptions } from '../http/trustedDevices.js'
 import {
   addReplyHeaders,
   answerRefusal,
@@ -19,13 +20,17 @@ const OWNER = 'tollboothLogin'
  * Fastify request (`account` runs in `preHandler`, after Fastify parsed the body: read `request.body`).
  */
 export interface TollboothLoginOptions
-  extends Omit<LoginGuardOptions, 'account' | 'identify'>,
+  extends Omit<LoginGuardOptions, 'account' | 'identify' | 'trustedDevices'>,
     FastifyIdentityOptions {
   /**
    * The account a login request names, usually from `request.body`. The guard never looks it up; a request that
    * names none (undefined, or empty once normalized) is counted per address only.
    */
   account: (request: FastifyRequest) => string | undefined | Promise<string | undefined>
+  /** Trusted devices, as for `loginGuard`; `token` takes the Fastify request. */
+  trustedDevices?: Omit<TrustedDeviceOptions, 'token'> & {
+    token?: (request: FastifyRequest) => string | undefined | Promise<string | undefined>
+  }
 }
 
 /**
@@ -43,8 +48,11 @@ export interface TollboothLogin {
   check(request: FastifyRequest): Promise<LoginCheck>
   /** Reports that the credentials of `request` were wrong (counted now if `preHandler` did not check it). */
   failed(request: FastifyRequest, account: string): Promise<void>
-  /** Reports a successful login: clears the (address, account) pair's failures and gives back this attempt. */
-  succeeded(request: FastifyRequest, account: string): Promise<void>
+  /**
+   * Reports a successful login: clears the (address, account) pair's failures and gives back this attempt; with
+   * `trustedDevices`, resolves a fresh device token (`deviceCookie` for `reply.header('set-cookie', …)`).
+   */
+  succeeded(request: FastifyRequest, account: string): Promise<LoginSuccess>
 }
 
 /**
@@ -64,11 +72,12 @@ export function tollboothLogin(options: TollboothLoginOptions): TollboothLogin {
     () => {
       // Anything but an object, and callbacks that are not functions, are passed on for loginGuard to refuse.
       if (typeof options !== 'object' || options === null) return loginGuard<RawRequest>(options)
-      const { account, identify, ...rest } = options
+      const { account, identify, trustedDevices, ...rest } = options
       const raw: LoginGuardOptions<RawRequest> = {
         ...rest,
         account: ofRaw(account) as LoginGuardOptions<RawRequest>['account'],
         ...(identify === undefined ? {} : { identify: ofRaw(identify) }),
+        ...(trustedDevices === undefined ? {} : { trustedDevices: devicesOfRaw(trustedDevices) }),
       }
       return loginGuard<RawRequest>(raw)
     },
@@ -94,5 +103,17 @@ export function tollboothLogin(options: TollboothLoginOptions): TollboothLogin {
     check,
     failed: (request, account) => guard.failed(bindRequest(request), account),
     succeeded: (request, account) => guard.succeeded(bindRequest(request), account),
+  }
+}
+
+/** The trusted devices' options with `token` reading the raw request; anything else is left for loginGuard to check. */
+function devicesOfRaw(
+  options: NonNullable<TollboothLoginOptions['trustedDevices']>,
+): TrustedDeviceOptions<RawRequest> {
+  if (typeof options !== 'object' || options === null) return options
+  const { token, ...rest } = options
+  return {
+    ...rest,
+    ...(token === undefined ? {} : { token: ofRaw(token) as TrustedDeviceOptions<RawRequest>['token'] }),
   }
 }

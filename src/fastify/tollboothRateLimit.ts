@@ -9,6 +9,8 @@ import fp from 'fastify-plugin'
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys } from '../core/knownOptions.js'
 import { isOptionsObject } from '../core/validate.js'
+import { chargeOf } from '../http/rateLimit.js'
+import { refundByOutcome } from '../http/refundByOutcome.js'
 import { addReplyHeaders, answerRefusal } from './fastifyRequest.js'
 import {
   checkPluginOptions,
@@ -66,6 +68,10 @@ function limitHandler(limit: RouteLimit) {
     limit.check(request).then((result) => {
       if ('allowed' in result) {
         addReplyHeaders(reply, result.headers)
+        const { refundWhen } = limit
+        if (refundWhen !== undefined) {
+          refundByOutcome(reply.raw, chargeOf(result), () => refundWhen(request, reply))
+        }
         done()
         return
       }

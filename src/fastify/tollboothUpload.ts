@@ -34,9 +34,9 @@ export interface TollboothUploadOptions extends FastifyIdentityOptions {
    */
   maxBytes: number
   /**
-   * The byte budget of each identity (a `tokenBucket`, `slidingWindow` or `fixedWindow` counting bytes), charged
-   * what each upload really brought. An upload declaring more than what is left, or coming when nothing is left, is
-   * refused with 429 before its body is read. Its `maxCost` must be at least `maxBytes`.
+   * The byte budget of each identity (a `tokenBucket`, `slidingWindow` or `fixedWindow` counting bytes): an upload
+   * reserves its declared length (`maxBytes` without one) when admitted, or is refused with 429 before its body is
+   * read, and gets back what did not arrive. Its `maxCost` must be at least `maxBytes`.
    */
   bytes?: RateLimiter
   /**
@@ -116,9 +116,10 @@ function uploadHook(options: TollboothUploadOptions, path?: string): RouteHook {
 /**
  * Size, byte budget and simultaneous uploads per identity for every route registered after it in its scope and
  * below (register it in the scope of the upload routes). Runs in `onRequest`: a declared length over `maxBytes` is
- * answered 413, one over the remaining budget or one upload too many 429, through Fastify's reply and before the body
- * is read. The body is then counted as Fastify's parser reads it; past `maxBytes` it is cut off with 413 and the
- * connection closed, and the budget is charged what arrived. What `identify` throws goes to Fastify's error handling.
+ * answered 413, one whose reservation the byte budget does not hold or one upload too many 429, through Fastify's
+ * reply and before the body is read. The body is then counted as Fastify's parser reads it; past `maxBytes` it is cut
+ * off with 413 and the connection closed; the reservation keeps what arrived. What `identify` throws goes to Fastify's
+ * error handling.
  */
 const plugin: FastifyPluginAsync<TollboothUploadOptions> = async (fastify, options) => {
   if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)

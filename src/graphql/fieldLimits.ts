@@ -34,8 +34,6 @@ import type { FieldLimitExecutions } from './fieldLimitExecutions.js'
 import type { FieldLimitConfig } from './options.js'
 
 const OWNER = 'useTollbooth'
-/** The network a field limit counts an IPv6 client by, unless told otherwise. */
-export const FIELD_LIMIT_IPV6_PREFIX = 56
 
 export interface FieldLimitsOptions {
   readonly configs: Readonly<Record<string, FieldLimitConfig>>
@@ -57,8 +55,8 @@ export interface LimitedField {
   readonly limiter: RateLimiter
   readonly by: readonly (readonly string[])[]
   /**
-   * The key one call spends from: the client's network (IPv6 by /56 unless told otherwise) and the normalized `by`
-   * argument values, hashed.
+   * The key one call spends from: the client's network (grouped as the plugin's identity is, unless the field says
+   * otherwise) and the normalized `by` argument values, hashed.
    */
   keyOf(args: Readonly<Record<string, unknown>>, ip: string): string
 }
@@ -83,8 +81,8 @@ const NONE: readonly Occurrence[] = Object.freeze([])
 /**
  * Separate limits for sensitive fields (`login`, `sendCode`, `resetPassword`), from the `fieldLimits` option and
  * `@rateLimit` in SDL. Each occurrence of such a field in the operation (aliases included) spends one unit from
- * a sliding window keyed by the client's network (IPv6 by /64 unless told otherwise: one subscriber holds a whole
- * /64 and could rotate through it) and the normalized `by` argument values, hashed. Checked before any
+ * a sliding window keyed by the client's network (grouped as the plugin's identity is, unless the field says
+ * otherwise) and the normalized `by` argument values, hashed. Checked before any
  * resolver of the operation runs.
  */
 export class FieldLimits {
@@ -111,12 +109,8 @@ export class FieldLimits {
     this.prefix = options.prefix
     this.hooks = options.hooks
     this.executions = options.executions
-    // A field limit groups IPv6 by /56 at least (one home line is usually delegated a /56, and could rotate through
-    // its 256 /64s), or as wide as the identity when that is wider.
-    this.ipKeyOptions = {
-      ipv6Prefix: Math.min(FIELD_LIMIT_IPV6_PREFIX, options.ipKeyOptions.ipv6Prefix),
-      ipv4Prefix: options.ipKeyOptions.ipv4Prefix,
-    }
+    // One grouping of addresses for every limiter: a field's own prefixes override the plugin's.
+    this.ipKeyOptions = options.ipKeyOptions
     if (!isOptionsObject(configs)) {
       throw invalidOption(OWNER, 'fieldLimits', 'an object keyed by field coordinate', configs)
     }

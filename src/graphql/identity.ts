@@ -20,8 +20,8 @@ export function contextIp(context: GraphQLContext, resolve: ClientIpResolver): s
 }
 
 /**
- * The default identity: the client's network, as `keyOf` (an `ipKey` keyer) groups addresses: IPv6 by /64 unless
- * told otherwise, since one subscriber holds a whole /64.
+ * The default identity: the client's network, as `keyOf` (an `ipKey` keyer) groups addresses: IPv6 by /56 unless
+ * told otherwise, since one subscriber usually holds a whole /56.
  */
 export function ipIdentity(
   resolve: ClientIpResolver,

@@ -68,8 +68,7 @@ export interface FieldLimitConfig {
   /** @default 'closed' — a login limit that fails open is no limit during a Redis outage. */
   failPolicy?: FailPolicy
   /**
-   * IPv6 client addresses are counted per network of this prefix (1..128): a home line is usually delegated a /56,
-   * and could otherwise rotate through its 256 /64s. @default 56, or the plugin's `ipv6Prefix` when shorter
+   * IPv6 client addresses are counted per network of this prefix (1..128). @default the plugin's `ipv6Prefix`
    */
   ipv6Prefix?: number
   /** IPv4 client addresses are counted per network of this prefix (1..32). @default the plugin's `ipv4Prefix` */
@@ -123,15 +122,15 @@ export interface TollboothGraphQLOptions<TContext extends object = GraphQLContex
    */
   limiter: RateLimiter | ((context: TContext) => MaybePromise<RateLimiter>)
   /**
-   * Whose budget pays: user id, API key, tenant. @default the client IP (`trustProxy` applies), IPv6 grouped by /64
+   * Whose budget pays: user id, API key, tenant. @default the client IP (`trustProxy` applies), IPv6 grouped by /56
    */
   identify?: (context: TContext) => MaybePromise<string>
   /** Proxies whose `X-Forwarded-For` is believed when the identity or a field limit uses the IP. @default false */
   trustProxy?: TrustProxy
   /**
-   * IPv6 client addresses are counted per network of this prefix (1..128) in the default identity: one subscriber
-   * holds at least a /64, and per-address keys would let it rotate through it. Field limits group by /56 at least
-   * (see `FieldLimitConfig.ipv6Prefix`). @default 64
+   * IPv6 client addresses are counted per network of this prefix (1..128) in the default identity and the field
+   * limits: one home line is usually delegated a /56, and per-address keys would let it rotate through it.
+   * @default 56
    */
   ipv6Prefix?: number
   /** IPv4 client addresses are counted per network of this prefix (1..32). @default 32 (each address) */

@@ -5,5 +5,5 @@ export {
   QUOTA_EXCEEDED_TYPE,
   quotaExceededProblem,
 } from './problemJson.js'
-export type { QuotaUnit, RateLimitHeadersOptions, RateLimitPolicy } from './rateLimitHeaders.js'
+export type { QuotaRestore, QuotaUnit, RateLimitHeadersOptions, RateLimitPolicy } from './rateLimitHeaders.js'
 export { mergeRateLimitHeaders, rateLimitHeaders } from './rateLimitHeaders.js'

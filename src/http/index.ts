@@ -17,6 +17,7 @@ export {
   type LoginCheck,
   type LoginGuard,
   type LoginGuardOptions,
+  type LoginSuccess,
   loginGuard,
   normalizeAccount,
 } from './loginGuard.js'
@@ -31,6 +32,7 @@ export {
 } from './rateLimit.js'
 export { addRateLimitHeaders, type Refusal, refusal, sendRefusal, setRateLimitHeaders } from './refusal.js'
 export { type IdentityOptions, requestIdentity } from './requestIdentity.js'
+export type { TrustedDeviceOptions } from './trustedDevices.js'
 export {
   UPLOAD_SIZE_POLICY,
   type UploadCharge,

@@ -5,21 +5,23 @@ import { isStoreFailure } from '../core/failPolicy.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { RateLimiter } from '../core/rateLimiter.js'
-import { isOptionsObject, orDefault } from '../core/validate.js'
+import { isOptionsObject, MAX_KEY_LENGTH, orDefault } from '../core/validate.js'
 import { hashKey } from '../identity/hashKey.js'
 import { normalizeAccount } from '../identity/normalizeAccount.js'
 import { proceedAfterDelay } from './heldLease.js'
 import { clientGone, type Middleware } from './middleware.js'
+import { PROBLEM_JSON_CONTENT_TYPE } from './problemJson.js'
 import { mergeRateLimitHeaders, rateLimitHeaders } from './rateLimitHeaders.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
+import { type TrustedDeviceOptions, trustedDevices } from './trustedDevices.js'
 
 const OWNER = 'loginGuard'
 
 export interface LoginGuardOptions<Req extends IncomingMessage = IncomingMessage>
   extends IdentityOptions<Req> {
   /**
-   * Attempts per client address (the identity: IPv6 by /64): a rate limiter that refuses (`tokenBucket`,
+   * Attempts per client address (the identity: IPv6 by /56): a rate limiter that refuses (`tokenBucket`,
    * `slidingWindow`, `fixedWindow`). Stops one address spraying many accounts.
    */
   perIp: RateLimiter
@@ -29,10 +31,10 @@ export interface LoginGuardOptions<Req extends IncomingMessage = IncomingMessage
    */
   perIpAndAccount: RateLimiter
   /**
-   * Attempts per account from everywhere: a `leakyBucket` that slows attempts down and never refuses them. Each
-   * attempt waits its turn (`delayMs`), so guesses against one account from many addresses come at most
-   * `ratePerSecond`; once `maxQueue` attempts wait, further ones get the longest delay and are not queued. Nobody
-   * can lock an account out: its owner waits at most about `(maxQueue + 1) / ratePerSecond` seconds.
+   * Attempts per account from every address together, trusted devices apart: a `leakyBucket`. Each attempt waits its
+   * turn (`delayMs`), so attempts at one account reach the route at most `ratePerSecond`, from all addresses; once
+   * `maxQueue` attempts wait, further ones are refused (429, `Retry-After` until a turn frees). Its owner logs in
+   * through such an attack from a trusted device (`trustedDevices`).
    */
   perAccount: LeakyBucketLimiter
   /**
@@ -51,6 +53,13 @@ export interface LoginGuardOptions<Req extends IncomingMessage = IncomingMessage
    * @default false
    */
   allowFailOpen?: boolean
+  /**
+   * Trusted devices: `succeeded` issues a device token (an HMAC of the account's normalized name, a random device id
+   * and an expiry) for the route to set as a cookie or return; an attempt presenting a valid token for the account it
+   * names is counted in `perDevice` alone, outside the budgets every other client shares. Without it, every attempt
+   * is counted per address, per (address, account) and per account.
+   */
+  trustedDevices?: TrustedDeviceOptions<Req>
 }
 
 const OPTIONS = optionNames<LoginGuardOptions>({
@@ -60,6 +69,7 @@ const OPTIONS = optionNames<LoginGuardOptions>({
   account: true,
   normalize: true,
   allowFailOpen: true,
+  trustedDevices: true,
   identify: true,
   trustProxy: true,
   ipv6Prefix: true,
@@ -71,8 +81,24 @@ export interface LoginAdmission {
   readonly allowed: true
   /** How long this attempt must wait before the credentials are checked: the account's turn (0 when none). */
   readonly delayMs: number
-  /** The RateLimit fields of the per-address and per-(address, account) budgets. */
+  /**
+   * The RateLimit fields of the budgets the attempt spent from where they are the client's own: per address and per
+   * (address, account), or its device's.
+   */
   readonly headers: Readonly<Record<string, string>>
+  /** Whether the attempt presented a valid device token for its account (and was counted per device). */
+  readonly trustedDevice: boolean
+}
+
+/** What `succeeded` answers: with `trustedDevices`, a fresh device token for the client to keep. */
+export interface LoginSuccess {
+  /** A new device token for the account (undefined without `trustedDevices`, or when no account was named). */
+  readonly deviceToken: string | undefined
+  /**
+   * The `Set-Cookie` value carrying `deviceToken` in the cookie `trustedDevices.cookieName`: `Max-Age` of the token's
+   * lifetime, `Path=/; HttpOnly; Secure; SameSite=Strict`.
+   */
+  readonly deviceCookie: string | undefined
 }
 
 /**
@@ -97,21 +123,23 @@ export interface LoginGuard<Req extends IncomingMessage = IncomingMessage> exten
   failed(req: Req, account: string): Promise<void>
   /**
    * Reports a successful login: clears the failures of the (address, account) pair and gives back what this attempt
-   * spent per address and per account. It never clears the address's or the account's other attempts: logging in to
-   * an account of one's own must not reset the budget one is spraying other accounts with. A store that is down
-   * leaves the pair to expire (nothing thrown).
+   * spent (per address and per account, or per device). It never clears the address's or the account's other
+   * attempts: logging in to an account of one's own must not reset the budget one is spraying other accounts with.
+   * A store that is down leaves the pair to expire (nothing thrown). With `trustedDevices`, resolves a fresh device
+   * token for the client: hand it over (`deviceCookie`) after the session is set up.
    */
-  succeeded(req: Req, account: string): Promise<void>
+  succeeded(req: Req, account: string): Promise<LoginSuccess>
 }
 
 /** What `check` spent for one request, so that its outcome is settled exactly once. */
-interface Attempt {
-  readonly identity: string
-  /** Undefined when the request named no account. */
-  readonly account: string | undefined
-  /** Whether a unit of `perAccount` was queued (a full queue queues nothing: there is nothing to give back). */
-  readonly accountQueued: boolean
-}
+type Attempt =
+  | {
+      readonly kind: 'shared'
+      readonly identity: string
+      /** Undefined when the request named no account. */
+      readonly account: string | undefined
+    }
+  | { readonly kind: 'device'; readonly account: string; readonly deviceKey: string }
 
 /**
  * Longest account name counted as is; a longer one is counted under its hash, so an attacker's 100 kB "e-mail"
@@ -119,13 +147,15 @@ interface Attempt {
  */
 const MAX_ACCOUNT_LENGTH = 256
 
+const NO_DEVICE: LoginSuccess = Object.freeze({ deviceToken: undefined, deviceCookie: undefined })
+
 /**
  * Rate limits for a login route, checked before the credentials are verified.
  *
- * Counting: every attempt is spent from all three budgets when it is checked, and a success gives back its own
- * units. Counting only reported failures would let N parallel attempts through before the first failure lands;
- * spending at the door admits exactly the budget, however many arrive at once, and an attempt whose outcome is never
- * reported (the client hung up during the delay, the route crashed) stays counted as a failure.
+ * Counting: every attempt is spent from its budgets when it is checked (all three, or its device's), and a success
+ * gives back its own units. Counting only reported failures would let N parallel attempts through before the first
+ * failure lands; spending at the door admits exactly the budget, however many arrive at once, and an attempt whose
+ * outcome is never reported (the client hung up during the delay, the route crashed) stays counted as a failure.
  *
  * Enumeration: the guard never looks the account up, so an existing and an unknown account get the same answer after
  * the same store calls; keep your own check just as blind (verify a dummy hash for an unknown account).
@@ -156,11 +186,18 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
   const allowFailOpen = orDefault(options.allowFailOpen, false)
   if (typeof allowFailOpen !== 'boolean')
     throw invalidOption(OWNER, 'allowFailOpen', 'a boolean', allowFailOpen)
-  const limiters = { perIp, perIpAndAccount, perAccount }
+  const devices =
+    options.trustedDevices === undefined
+      ? undefined
+      : trustedDevices(OWNER, options.trustedDevices, refusingLimiter)
+  const limiters: Record<string, RateLimiter> = { perIp, perIpAndAccount, perAccount }
+  if (devices !== undefined) limiters['trustedDevices.perDevice'] = devices.perDevice
   checkDistinct(limiters)
   if (!allowFailOpen)
     for (const [option, limiter] of Object.entries(limiters)) checkFailsClosed(option, limiter)
   const identify = requestIdentity(OWNER, options)
+  const unparsed = unparsedBodyRefusal(perIp)
+  let warnedUnparsed = false
 
   // Per request, not per identity: bounded by the requests alive, and gone with them.
   const attempts = new WeakMap<Req, Attempt>()
@@ -178,17 +215,47 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
     return normalized.length > MAX_ACCOUNT_LENGTH ? `#${hashKey(normalized)}` : normalized
   }
 
+  /** The device key of a valid token `req` presents for `account`, if any. */
+  async function deviceKey(req: Req, account: string | undefined): Promise<string | undefined> {
+    if (devices === undefined || account === undefined) return undefined
+    const device = await devices.deviceOf(req, account)
+    return device === undefined ? undefined : storeKey([account, device])
+  }
+
   async function check(req: Req): Promise<LoginCheck> {
     const identity = await identify(req)
     const account = accountKey(await readAccount(req))
+    if (account === undefined && bodyUnparsed(req)) {
+      if (!warnedUnparsed) {
+        warnedUnparsed = true
+        process.emitWarning(UNPARSED_BODY_WARNING, { code: 'TOLLBOOTH_LOGIN_BODY_NOT_PARSED' })
+      }
+      return unparsed
+    }
+
+    const device = await deviceKey(req, account)
+    if (device !== undefined && devices !== undefined && account !== undefined) {
+      const decision = await devices.perDevice.consume(device)
+      if (decision.allowed) {
+        attempts.set(req, { kind: 'device', account, deviceKey: device })
+        return {
+          allowed: true,
+          delayMs: 0,
+          headers: rateLimitHeaders(decision, devices.perDevice.policy),
+          trustedDevice: true,
+        }
+      }
+      // The device's own failures spent its budget: its token is revoked until the budget refills, and the attempt
+      // counts as an untrusted client's.
+    }
 
     // Per address first: a spray over many accounts, the usual credential-stuffing run, is refused without spending
     // anything else.
     const ip = await perIp.consume(identity)
     if (!ip.allowed) return refusal(ip, perIp.policy)
     if (account === undefined) {
-      attempts.set(req, { identity, account, accountQueued: false })
-      return { allowed: true, delayMs: 0, headers: rateLimitHeaders(ip, perIp.policy) }
+      attempts.set(req, { kind: 'shared', identity, account })
+      return { allowed: true, delayMs: 0, headers: rateLimitHeaders(ip, perIp.policy), trustedDevice: false }
     }
 
     const pairKey = pair(identity, account)
@@ -198,19 +265,22 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
       return refusal(pairDecision, perIpAndAccount.policy)
     }
 
+    // The account's turn: its queue full (or its store down, failing closed), the attempt is refused, never sent on
+    // later: attempts reach the route at most at the account's rate, however many addresses send them.
     const turn = await perAccount.consume(account)
-    if (!turn.allowed && turn.source === 'fail-closed') {
+    if (!turn.allowed) {
       await Promise.all([perIp.refund(identity, 1), perIpAndAccount.refund(pairKey, 1)])
       return refusal(turn, perAccount.policy)
     }
-    attempts.set(req, { identity, account, accountQueued: turn.allowed })
+    attempts.set(req, { kind: 'shared', identity, account })
     return {
       allowed: true,
-      delayMs: turn.allowed ? turn.delayMs : fullQueueDelay(turn, perAccount),
+      delayMs: turn.delayMs,
       headers: mergeRateLimitHeaders([
         rateLimitHeaders(ip, perIp.policy),
         rateLimitHeaders(pairDecision, perIpAndAccount.policy),
       ]),
+      trustedDevice: false,
     }
   }
 
@@ -219,32 +289,43 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
       attempts.delete(req)
       return
     }
-    const identity = await identify(req)
     const key = accountKey(account)
+    const device = await deviceKey(req, key)
+    // Counted on the device while its budget holds, as `check` would have; a revoked device counts as any client.
+    if (device !== undefined && devices !== undefined && (await devices.perDevice.consume(device)).allowed)
+      return
+    const identity = await identify(req)
     await perIp.consume(identity)
     if (key === undefined) return
     await Promise.all([perIpAndAccount.consume(pair(identity, key)), perAccount.consume(key)])
   }
 
-  async function succeeded(req: Req, account: string): Promise<void> {
+  async function succeeded(req: Req, account: string): Promise<LoginSuccess> {
     const attempt = attempts.get(req)
     attempts.delete(req)
-    const identity = attempt?.identity ?? (await identify(req))
     const key = attempt === undefined ? accountKey(account) : attempt.account
     const work: Promise<unknown>[] = []
-    if (attempt !== undefined) {
-      work.push(perIp.refund(identity, 1))
-      if (attempt.accountQueued && key !== undefined) work.push(perAccount.refund(key, 1))
-    }
-    if (key !== undefined) {
-      work.push(
-        perIpAndAccount.reset(pair(identity, key)).catch((error: unknown) => {
-          // The pair's failures expire with its key; a login must not fail because Redis is down.
-          if (!isStoreFailure(error)) throw error
-        }),
-      )
+    if (attempt?.kind === 'device') {
+      if (devices !== undefined) work.push(devices.perDevice.refund(attempt.deviceKey, 1))
+    } else {
+      const identity = attempt?.identity ?? (await identify(req))
+      if (attempt !== undefined) {
+        work.push(perIp.refund(identity, 1))
+        if (key !== undefined) work.push(perAccount.refund(key, 1))
+      }
+      if (key !== undefined) {
+        work.push(
+          perIpAndAccount.reset(pair(identity, key)).catch((error: unknown) => {
+            // The pair's failures expire with its key; a login must not fail because Redis is down.
+            if (!isStoreFailure(error)) throw error
+          }),
+        )
+      }
     }
     await Promise.all(work)
+    if (devices === undefined || key === undefined) return NO_DEVICE
+    const issued = devices.issue(key)
+    return { deviceToken: issued.token, deviceCookie: issued.cookie }
   }
 
   const guard: Middleware<Req> = (req, res, next) => {
@@ -265,17 +346,61 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
 
 export { normalizeAccount }
 
-/** JSON keeps the pair unambiguous whatever either part contains. */
+/** The (address, account) pair's key. */
 function pair(identity: string, account: string): string {
-  return JSON.stringify([identity, account])
+  return storeKey([identity, account])
 }
 
 /**
- * The delay of an attempt that finds the account's queue full: it waits as if at the end of the queue (until a slot
- * frees, then the whole queue). Not queued, so an attacker cannot push it further out: the owner's wait is bounded.
+ * JSON keeps the parts of a key unambiguous whatever they contain; a key longer than a store takes (a long identity
+ * and a long account, escapes) is counted under its hash rather than refused.
  */
-function fullQueueDelay(decision: Decision, limiter: LeakyBucketLimiter): number {
-  return decision.retryAfterMs + Math.ceil((limiter.limit * 1000) / limiter.restorePerSecond)
+function storeKey(parts: readonly string[]): string {
+  const key = JSON.stringify(parts)
+  return key.length > MAX_KEY_LENGTH ? `#${hashKey(key)}` : key
+}
+
+const UNPARSED_BODY_WARNING =
+  'loginGuard: a login request carries a body nothing has parsed, and names no account: run your body parser ' +
+  '(express.json(), …) before loginGuard, or its account cannot be counted. Such requests are refused with 400.'
+
+/**
+ * Whether `req` carries a body that nothing has read: a body parser after the guard (or none) would let the route see
+ * an account the guard could not count.
+ */
+function bodyUnparsed(req: IncomingMessage): boolean {
+  const hasBody =
+    req.headers['transfer-encoding'] !== undefined ||
+    (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0')
+  const read =
+    req.readableEnded || req.readableFlowing === true || (req as { body?: unknown }).body !== undefined
+  return hasBody && !read
+}
+
+/** The answer to a login request whose body nothing has parsed: 400, nothing spent. */
+function unparsedBodyRefusal(limiter: RateLimiter): Refusal {
+  const decision: Decision = Object.freeze({
+    allowed: false,
+    limit: limiter.limit,
+    remaining: 0,
+    resetMs: 0,
+    retryAfterMs: 0,
+    delayMs: 0,
+    neverAllowed: true,
+    source: 'store',
+  })
+  return Object.freeze({
+    status: 400,
+    headers: Object.freeze({ 'content-type': PROBLEM_JSON_CONTENT_TYPE }),
+    body: Object.freeze({
+      type: 'about:blank',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'The request body was not parsed before the login guard.',
+    }),
+    decision,
+    policy: limiter.policy,
+  })
 }
 
 function refusingLimiter(option: string, limiter: unknown): RateLimiter {

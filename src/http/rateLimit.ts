@@ -8,6 +8,7 @@ import { sleep } from '../core/sleep.js'
 import { isOptionsObject, MAX_KEY_LENGTH, orDefault } from '../core/validate.js'
 import { clientGone, type Middleware } from './middleware.js'
 import { rateLimitHeaders } from './rateLimitHeaders.js'
+import { type Charge, refundByOutcome } from './refundByOutcome.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
 
@@ -39,6 +40,12 @@ export interface RateLimitOptions<Req extends IncomingMessage = IncomingMessage>
    * @default sendRefusal
    */
   onLimited?: (req: Req, res: ServerResponse, refusal: Refusal) => void | Promise<void>
+  /**
+   * Decides from the response, once it is over, whether an admitted request's cost is given back (may be async):
+   * `(req, res) => res.statusCode < 400` counts only failed requests, `res.statusCode >= 400` only successful ones.
+   * An aborted response comes with `res.writableFinished` false. What it throws is ignored (nothing is given back).
+   */
+  refundWhen?: (req: Req, res: ServerResponse) => boolean | Promise<boolean>
 }
 
 /** An admitted request: the RateLimit fields to send with its response (none when skipped). */
@@ -47,6 +54,16 @@ export interface RateLimitAllowed {
   readonly headers: Readonly<Record<string, string>>
   /** The limiter's decision; `undefined` when `skip` let the request through. */
   readonly decision: Decision | undefined
+  /** @internal What the request spent, for a refund by outcome; absent when skipped. */
+  readonly [CHARGE]?: Charge
+}
+
+/** A symbol, not a field: the hot path allocates no closure, and the charge stays out of the user's keys. */
+const CHARGE = Symbol('tollbooth.rateLimit.charge')
+
+/** @internal What an admitted result spent; undefined for a skipped request or a refusal. */
+export function chargeOf(result: RateLimitResult): Charge | undefined {
+  return 'allowed' in result ? result[CHARGE] : undefined
 }
 
 /** What `rateLimitCheck` answers: `'allowed' in result` tells an admission from a `Refusal`. */
@@ -62,7 +79,7 @@ const checkOptionKeysList: OptionKeys<RateLimitCheckOptions> = {
   ipv4Prefix: true,
 }
 const CHECK_OPTIONS = optionNames<RateLimitCheckOptions>(checkOptionKeysList)
-const OPTIONS = optionNames<RateLimitOptions>({ ...checkOptionKeysList, onLimited: true })
+const OPTIONS = optionNames<RateLimitOptions>({ ...checkOptionKeysList, onLimited: true, refundWhen: true })
 
 const SKIPPED: RateLimitAllowed = Object.freeze({
   allowed: true,
@@ -112,6 +129,10 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
   checkOptionKeys(owner, options, OPTIONS)
   const onLimited = orDefault(options.onLimited, defaultOnLimited)
   if (typeof onLimited !== 'function') throw invalidOption(owner, 'onLimited', 'a function', onLimited)
+  const { refundWhen } = options
+  if (refundWhen !== undefined && typeof refundWhen !== 'function') {
+    throw invalidOption(owner, 'refundWhen', 'a function (req, res) => boolean', refundWhen)
+  }
   const decide = createDecider(owner, options)
 
   return (req, res, next) => {
@@ -119,6 +140,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
     const answer = (result: RateLimitResult) => {
       if ('allowed' in result) {
         if (!res.headersSent) addRateLimitHeaders(res, result.headers)
+        if (refundWhen !== undefined) refundByOutcome(res, chargeOf(result), () => refundWhen(req, res))
         next()
         return
       }
@@ -190,7 +212,7 @@ function createDecider<Req extends IncomingMessage>(
     const chosen = fixed ?? (await limiterOf(req))
     const key = validIdentity(owner, await (knownKey ?? identify(req)))
     const amount = cost === undefined ? constantCost : validCost(owner, await cost(req))
-    return settle(await chosen.consume(key, amount), chosen)
+    return settle(await chosen.consume(key, amount), { limiter: chosen, key, cost: amount })
   }
 
   if (fixed === undefined || skip !== undefined || cost !== undefined) return (req) => decideAsync(req)
@@ -198,18 +220,21 @@ function createDecider<Req extends IncomingMessage>(
     const key = identify(req)
     if (typeof key !== 'string') return decideAsync(req, key)
     const now = fixed.decideNow(validIdentity(owner, key), constantCost)
-    if (now !== undefined) return settle(now, fixed)
-    return fixed.consume(key, constantCost).then((decision) => settle(decision, fixed))
+    const charge = { limiter: fixed, key, cost: constantCost }
+    if (now !== undefined) return settle(now, charge)
+    return fixed.consume(key, constantCost).then((decision) => settle(decision, charge))
   }
 }
 
 /** The answer to a decision; a leaky bucket's admitted request first waits out its turn. */
-function settle(decision: Decision, limiter: RateLimiter): RateLimitResult | Promise<RateLimitResult> {
+function settle(decision: Decision, charge: Charge): RateLimitResult | Promise<RateLimitResult> {
+  const { limiter } = charge
   if (!decision.allowed) return refusal(decision, limiter.policy)
   const allowed: RateLimitAllowed = {
     allowed: true,
     headers: rateLimitHeaders(decision, limiter.policy),
     decision,
+    [CHARGE]: charge,
   }
   if (decision.delayMs > 0) return sleep(decision.delayMs).then(() => allowed)
   return allowed

@@ -1,7 +1,10 @@
 import type { Decision } from '../core/decision.js'
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
+import { msUntilMoreQuota, type QuotaRestore } from '../core/quotaRestore.js'
 import { isOptionsObject } from '../core/validate.js'
+
+export type { QuotaRestore }
 
 const OWNER = 'rateLimitHeaders'
 
@@ -25,6 +28,11 @@ export interface RateLimitPolicy {
    * Clients can read it: pass a hash (e.g. from `hashKey` with a secret), never a raw e-mail, user id or IP.
    */
   partitionKey?: string
+  /**
+   * How spent quota comes back, which `t` is worked out from (not sent): a limiter's `policy` carries its own. Without
+   * it, `t` is the time until the quota is whole again (`decision.resetMs`).
+   */
+  restore?: QuotaRestore
 }
 
 export interface RateLimitHeadersOptions {
@@ -35,7 +43,8 @@ export interface RateLimitHeadersOptions {
 const OPTIONS = optionNames<RateLimitHeadersOptions>({ legacy: true })
 
 /**
- * Response headers for one decision under one policy, per draft-ietf-httpapi-ratelimit-headers (-08 to -11):
+ * Response headers for one decision under one policy, per draft-ietf-httpapi-ratelimit-headers (the fields' syntax
+ * of -08 to -11, `t` as -10 defines it):
  *
  * ```
  * RateLimit-Policy: "name";q=100;w=60
@@ -43,10 +52,11 @@ const OPTIONS = optionNames<RateLimitHeadersOptions>({ legacy: true })
  * Retry-After: 17                       (denials only, and not for `neverAllowed` ones)
  * ```
  *
- * `r` is `decision.remaining`; `t` is `decision.resetMs` in seconds, rounded up. On a denial `Retry-After` is
- * `decision.retryAfterMs` in seconds, rounded up and at least 1, and `t` is capped at that value: the draft says
- * Retry-After should not point earlier than the end of the effective window, and with `r=0` the window in which
- * the client can send nothing more ends when it may retry (for a token bucket `resetMs` — bucket full — is later).
+ * `r` is `decision.remaining`; `t` the seconds until more quota is available, rounded up: for a limiter's policy, the
+ * next unit of a bucket, the end of a fixed window, the end of a sliding window's current window (0 when nothing is
+ * spent); for a policy without `restore`, `decision.resetMs`. On a denial `Retry-After` is `decision.retryAfterMs`
+ * in seconds, rounded up and at least 1 (the time until the refused request would fit), and `t` is at most that.
+ * The legacy `X-RateLimit-Reset` stays the time until the quota is whole again.
  *
  * Header names are returned in their usual case; Node's `setHeader` is case-insensitive. Pure; throws
  * `TOLLBOOTH_ERR_INVALID_OPTION` on an invalid policy.
@@ -59,17 +69,20 @@ export function rateLimitHeaders(
   checkOptionKeys(OWNER, options, OPTIONS)
   const { name, policyItem, pk } = policyParts(policy)
   const remaining = clampInteger(Math.floor(decision.remaining))
+  let more = seconds(msUntilMoreQuota(decision, policy.restore))
   let reset = seconds(decision.resetMs)
   let retryAfter: number | undefined
   // A cost the policy can never admit is no reason to come back later.
   if (!decision.allowed && !decision.neverAllowed) {
     retryAfter = Math.max(1, seconds(decision.retryAfterMs))
+    // More quota comes at the latest when the refused request fits.
+    if (more > retryAfter) more = retryAfter
     if (reset > retryAfter) reset = retryAfter
   }
 
   const headers: Record<string, string> = {
     'RateLimit-Policy': policyItem,
-    RateLimit: `${name};r=${remaining};t=${reset}${pk}`,
+    RateLimit: `${name};r=${remaining};t=${more}${pk}`,
   }
   if (retryAfter !== undefined) headers['Retry-After'] = String(retryAfter)
   if (options?.legacy === true) {
@@ -195,9 +208,29 @@ function policyParts(policy: RateLimitPolicy): PolicyParts {
     policyItem += pk
   }
 
+  checkRestore(policy.restore)
   const parts = { name, policyItem, pk }
   if (Object.isFrozen(policy)) frozenPolicyParts.set(policy, parts)
   return parts
+}
+
+function checkRestore(restore: unknown): void {
+  if (restore === undefined) return
+  const { kind, unitMs, windowMs } = (isOptionsObject(restore) ? restore : {}) as Record<string, unknown>
+  const positive = (value: unknown) => typeof value === 'number' && Number.isFinite(value) && value > 0
+  if (
+    (kind === 'steady' && positive(unitMs)) ||
+    kind === 'window-end' ||
+    (kind === 'sliding' && positive(windowMs))
+  ) {
+    return
+  }
+  throw invalidOption(
+    OWNER,
+    'policy.restore',
+    "{ kind: 'steady', unitMs }, { kind: 'window-end' } or { kind: 'sliding', windowMs }",
+    restore,
+  )
 }
 
 /** Serializes a policy name as a Structured Field String (RFC 9651 §4.1.6). */

@@ -7,12 +7,12 @@ import { createIpKeyer, resolveIpKeyOptions } from '../identity/ipKey.js'
 export interface IdentityOptions<Req extends IncomingMessage = IncomingMessage> {
   /**
    * The identity of a request: a user id, API key or tenant from your authentication (may be async). Default: the
-   * client address through `trustProxy`, IPv6 grouped by `ipv6Prefix` (one client holds a whole /64).
+   * client address through `trustProxy`, IPv6 grouped by `ipv6Prefix` (one client usually holds a whole /56).
    */
   identify?: (req: Req) => string | Promise<string>
   /** Which `X-Forwarded-For` hops to believe for the default identity, as in `clientIp`. Default: none. */
   trustProxy?: TrustProxy
-  /** Prefix IPv6 client addresses are grouped by (1..128). Default 64. */
+  /** Prefix IPv6 client addresses are grouped by (1..128). Default 56. */
   ipv6Prefix?: number
   /** Prefix IPv4 client addresses are grouped by (1..32). Default 32. */
   ipv4Prefix?: number

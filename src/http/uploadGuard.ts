@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { constants as http2Constants, type ServerHttp2Stream } from 'node:http2'
 import type { Decision } from '../core/decision.js'
 import { ErrorCodes, invalidOption, TollboothError } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
@@ -18,13 +19,13 @@ export interface UploadCharge {
   /** Body bytes received: all of them when `complete`, else up to the cut or the abort. */
   readonly received: number
   /**
-   * Bytes taken from the budget: `received`, or, when the budget no longer held that much (uploads running side by
-   * side, or a chunked body larger than what was left), what was left in it. The upload has happened either way.
+   * Bytes the budget kept: what the route received, at most the reservation made at the door (the declared length, or
+   * `maxBytes` for a body without one); the rest of the reservation was given back.
    */
   readonly charged: number
   /** Whether the whole body arrived (false when it was cut off past `maxBytes` or the client went away). */
   readonly complete: boolean
-  /** The budget's last decision for this charge. */
+  /** The budget's decision once the upload was settled (the refund's, or the reservation's when nothing came back). */
   readonly decision: Decision
 }
 
@@ -37,10 +38,11 @@ export interface UploadGuardOptions<Req extends IncomingMessage = IncomingMessag
    */
   maxBytes: number
   /**
-   * The byte budget of each identity (a `tokenBucket`, `slidingWindow` or `fixedWindow` counting bytes), charged
-   * what each upload really brought, when its body ends, is cut off or is aborted. An upload whose declared length is
-   * more than what is left, or that comes when nothing is left, is refused with 429 before its body is read. Its
-   * `maxCost` (a bucket's capacity, a window's limit) must be at least `maxBytes`.
+   * The byte budget of each identity (a `tokenBucket`, `slidingWindow` or `fixedWindow` counting bytes). An upload
+   * reserves its declared `Content-Length` (or `maxBytes` for a body without one) when it is admitted, and is refused
+   * with 429 before its body is read when the budget does not hold that much; once its body is over (ended, cut off
+   * or aborted), what did not arrive is given back. Its `maxCost` (a bucket's capacity, a window's limit) must be at
+   * least `maxBytes`.
    */
   bytes?: RateLimiter
   /**
@@ -90,10 +92,11 @@ export class UploadTooLargeError extends Error {
 
 /**
  * An Express/Connect middleware (also for plain `node:http`) for upload routes: size, byte budget and simultaneous
- * uploads per identity. Refusals made before the body is read (413 for a declared length over `maxBytes`, 429 for
- * one over the remaining budget or for one upload too many) never reach the route and close the connection. The
- * body is counted as the parser hands it to `req`, whoever reads it and however (body parsers, `req.pipe(file)`,
- * async iteration): counting consumes nothing. A body going past `maxBytes` is cut off: nothing more reaches the
+ * uploads per identity. An upload reserves its declared length (`maxBytes` without one) from the byte budget when it
+ * is admitted and gets back what did not arrive. Refusals made before the body is read (413 for a declared length
+ * over `maxBytes`, 429 for a reservation the budget does not hold or for one upload too many) never reach the route
+ * and close the connection. The body is counted as the parser hands it to `req`, whoever reads it and however (body
+ * parsers, `req.pipe(file)`, async iteration). A body going past `maxBytes` is cut off: nothing more reaches the
  * route, a 413 is answered if the route has not answered yet, then the connection is closed and `req` is destroyed
  * (the route sees an error or an abort, never the end of the body). Errors of `identify` go to `next(error)`.
  */
@@ -185,8 +188,8 @@ export interface UploadAdmission {
 }
 
 /**
- * The framework-free core of an upload guard: size, byte budget and simultaneous uploads, counting the body of the
- * raw request as Node's parser hands it over and charging what arrived. The limits are checked here (at startup),
+ * The framework-free core of an upload guard: size, byte budget and simultaneous uploads, reserving at the door and
+ * counting the body of the raw request as Node's parser hands it over. The limits are checked here (at startup),
  * naming `owner` in errors; adapters check their own callbacks.
  */
 export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmission {
@@ -227,41 +230,31 @@ export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmi
   })
   const sizeRefusal = refusal(tooLarge, sizePolicy, 413)
 
-  const refuse = (exchange: UploadExchange, answer: Refusal) => {
+  const refuse = (req: IncomingMessage, exchange: UploadExchange, answer: Refusal) => {
     // The body is not read: ending the connection after the answer is what keeps Node from reading it to reuse it.
-    if (!exchange.res.headersSent) exchange.res.setHeader('connection', 'close')
+    // HTTP/2 has no connection of the request's own (and refuses the header): its stream is closed instead.
+    if (isHttp2(req)) closeStreamAfterAnswer(req)
+    else if (!exchange.res.headersSent) exchange.res.setHeader('connection', 'close')
     exchange.refuse(answer)
   }
 
-  /** The byte budget's refusal of an upload declaring `declared` bytes (or none), before its body is read. */
-  const budgetRefusal = (peek: Decision, declared: number | undefined): Refusal | undefined => {
-    if (bytes === undefined || bytesPolicy === undefined) return undefined
-    // Without a declared length the body may bring up to maxBytes: the budget must hold that much, or a stream of
-    // chunked uploads each admitted on a byte of refill would never be stopped.
-    const need = Math.max(1, declared ?? Math.min(maxBytes, bytes.maxCost))
-    if (peek.allowed && peek.remaining >= need) return undefined
-    if (!peek.allowed) return refusal(peek, bytesPolicy)
-    // A window gives its whole limit back when it ends; a bucket refills steadily.
-    const refillMs = Math.ceil(((need - peek.remaining) / bytes.restorePerSecond) * 1000)
-    const retryAfterMs = bytes.algorithm === 'fixedWindow' ? peek.resetMs : Math.min(refillMs, peek.resetMs)
-    return refusal({ ...peek, allowed: false, retryAfterMs: Math.max(1, retryAfterMs) }, bytesPolicy)
-  }
-
-  /** Charges the budget what arrived; a charge denied after the fact takes what is left (the bytes came anyway). */
-  const charge = async (exchange: UploadExchange, identity: string, received: number, complete: boolean) => {
-    if (bytes === undefined || received === 0) return
-    let decision = await bytes.consume(identity, received)
-    let charged = received
-    if (!decision.allowed) {
-      charged = 0
-      if (decision.remaining > 0) {
-        const rest = await bytes.consume(identity, decision.remaining)
-        if (rest.allowed) charged = decision.remaining
-        decision = rest
-      }
-    }
+  /**
+   * Settles a reservation once the upload is decided and, when admitted, its body is over: the budget keeps what the
+   * route received (never more than was reserved), the rest goes back. Reported to `exchange.charged` when admitted.
+   */
+  const settle = async (
+    exchange: UploadExchange,
+    identity: string,
+    reservation: Decision,
+    reserved: number,
+    admitted: { received: number; complete: boolean } | undefined,
+  ): Promise<void> => {
+    if (bytes === undefined) return
+    const kept = admitted === undefined ? 0 : Math.min(admitted.received, reserved)
+    const decision = kept < reserved ? await bytes.refund(identity, reserved - kept) : reservation
+    if (admitted === undefined) return
     try {
-      const pending: unknown = exchange.charged?.({ received, charged, complete, decision })
+      const pending: unknown = exchange.charged?.({ ...admitted, charged: kept, decision })
       // An async observer that fails later must not become an unhandled rejection (it would end the process).
       if (pending instanceof Promise) pending.catch(() => {})
     } catch {
@@ -271,46 +264,57 @@ export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmi
 
   const start = (req: IncomingMessage, exchange: UploadExchange): void => {
     const { res } = exchange
+    const http2 = isHttp2(req)
     const declared = declaredLength(req)
     if (declared !== undefined && declared > maxBytes) {
-      refuse(exchange, sizeRefusal)
+      refuse(req, exchange, sizeRefusal)
       return
     }
+    // Spent at the door: all that the body may bring. A body without a length may bring up to maxBytes.
+    const need = bytes === undefined ? 0 : (declared ?? maxBytes)
 
     let identity: string | undefined
-    // Handed to the route.
-    let admitted = false
-    // Answered without the route (refused, cut off while being admitted, or failed): admission goes no further.
+    // 'admitting' until the route gets the request ('admitted') or the upload is answered without it ('refused').
+    let phase: 'admitting' | 'admitted' | 'refused' = 'admitting'
+    let reservation: Decision | undefined
     let settled = false
-    // Refused before the body was read, or failed: nothing is charged.
-    let uncharged = false
-    let charged = false
     let responseClosed = false
     res.once('close', () => {
       responseClosed = true
     })
-    // What an admitted upload brought is charged once its body is over (ended, cut off or aborted); so is what a body
-    // cut off past maxBytes brought, admitted or not: those bytes were received.
-    const chargeWhenOver = () => {
-      if (charged || uncharged || identity === undefined || body.state === 'reading') return
-      if (!admitted && body.state !== 'cut') return
-      charged = true
-      void charge(exchange, identity, body.received, body.state === 'complete').catch(() => {
-        // consume rejects only on an invalid key or cost, both checked before.
+    // A reservation is settled once: when the upload is refused, or when an admitted upload's body is over.
+    const settleWhenOver = () => {
+      if (settled || reservation === undefined || identity === undefined || phase === 'admitting') return
+      if (phase === 'admitted' && body.state === 'reading') return
+      settled = true
+      const admitted =
+        phase === 'admitted' ? { received: body.received, complete: body.state === 'complete' } : undefined
+      void settle(exchange, identity, reservation, need, admitted).catch(() => {
+        // refund rejects only on an invalid key or amount, both checked before.
       })
     }
     const refuseUnread = (answer: Refusal) => {
-      settled = true
-      uncharged = true
+      phase = 'refused'
       body.stop()
-      refuse(exchange, answer)
+      refuse(req, exchange, answer)
+      settleWhenOver()
     }
 
     const body = countBody(req, maxBytes, {
-      ended: chargeWhenOver,
+      ended: settleWhenOver,
       cut: () => {
-        chargeWhenOver()
+        const admitted = phase === 'admitted'
+        if (phase === 'admitting') phase = 'refused'
+        settleWhenOver()
         const destroy = () => req.destroy(new UploadTooLargeError(maxBytes))
+        if (http2) {
+          // No connection to close: the request ends in an error at once, its stream once the answer is out.
+          destroy()
+          if (admitted) exchange.cutOff(sizeRefusal)
+          else exchange.refuse(sizeRefusal)
+          closeStreamAfterAnswer(req)
+          return
+        }
         if (admitted && res.headersSent) {
           // The route has answered already: only the connection can stop the flood.
           destroy()
@@ -323,20 +327,19 @@ export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmi
           res.setHeader('connection', 'close')
           exchange.cutOff(sizeRefusal)
         } else {
-          settled = true
-          refuse(exchange, sizeRefusal)
+          refuse(req, exchange, sizeRefusal)
         }
       },
     })
-    // The client went away before the body was over: an admitted upload is charged what came.
+    // The client went away before the body was over: an admitted upload keeps what came.
     req.once('close', () => {
       body.stop()
-      chargeWhenOver()
+      settleWhenOver()
     })
 
     if (bytes === undefined && concurrent === undefined) {
       if (body.state === 'cut') return
-      admitted = true
+      phase = 'admitted'
       exchange.admit()
       return
     }
@@ -344,25 +347,29 @@ export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmi
     const admit = async (): Promise<void> => {
       const key = exchange.identify()
       identity = validIdentity(owner, typeof key === 'string' ? key : await key)
-      // Cut off past maxBytes while the identity was being resolved: charged, and already answered.
-      chargeWhenOver()
-      if (settled) return
-      let peek: Decision | undefined
-      if (bytes !== undefined) {
-        peek = await bytes.peek(identity)
-        if (settled) return
-        const answer = budgetRefusal(peek, declared)
-        if (answer !== undefined) {
-          refuseUnread(answer)
+      // Cut off past maxBytes while the identity was being resolved: already answered.
+      if (phase !== 'admitting') return
+      if (bytes !== undefined && bytesPolicy !== undefined && need > 0) {
+        const decision = await bytes.consume(identity, need)
+        if (!decision.allowed) {
+          if (phase === 'admitting') refuseUnread(refusal(decision, bytesPolicy))
+          return
+        }
+        reservation = decision
+        if (phase !== 'admitting' || responseClosed) {
+          // Cut off past maxBytes, or the client went away, while the reservation was being made: given back.
+          phase = 'refused'
+          settleWhenOver()
           return
         }
       }
       let lease: Lease | undefined
       if (concurrent !== undefined && concurrentPolicy !== undefined) {
         lease = await concurrent.acquire(identity)
-        if (settled || responseClosed) {
-          // Cut off past maxBytes, or the client went away, while the lease was being acquired.
+        if (phase !== 'admitting' || responseClosed) {
           void lease.release()
+          phase = 'refused'
+          settleWhenOver()
           return
         }
         if (!lease.allowed) {
@@ -372,20 +379,22 @@ export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmi
         holdForResponse(lease, concurrent.leaseMs, res)
       }
       const fields: Record<string, string>[] = []
-      if (peek !== undefined && bytesPolicy !== undefined) fields.push(rateLimitHeaders(peek, bytesPolicy))
+      if (reservation !== undefined && bytesPolicy !== undefined) {
+        fields.push(rateLimitHeaders(reservation, bytesPolicy))
+      }
       if (lease !== undefined && concurrentPolicy !== undefined) {
         fields.push(rateLimitHeaders(lease, concurrentPolicy))
       }
       exchange.setHeaders(mergeRateLimitHeaders(fields))
-      admitted = true
-      // The body may be over already (a small one arrives with the headers).
-      chargeWhenOver()
+      phase = 'admitted'
       exchange.admit()
+      // The body may be over already (a small one arrives with the headers).
+      settleWhenOver()
     }
     admit().catch((error: unknown) => {
-      settled = true
-      uncharged = true
+      if (phase === 'admitting') phase = 'refused'
       body.stop()
+      settleWhenOver()
       exchange.fail(error)
     })
   }
@@ -425,9 +434,13 @@ function countBody(req: IncomingMessage, maxBytes: number, on: { ended(): void; 
     },
   }
   req.push = function countingPush(this: IncomingMessage, chunk: unknown, encoding?: BufferEncoding) {
+    // Refused: nobody reads this request, and its end may go through (HTTP/2's compatibility layer resumes a request
+    // it ends, and asserts it has ended).
+    if (state === 'stopped' && chunk === null) return push.call(this, chunk, encoding)
     if (state !== 'reading') {
       // Cut off or refused: read and drop what the client still sends until the connection closes, so that its
-      // unread bytes do not turn the close into a reset that could lose the answer.
+      // unread bytes do not turn the close into a reset that could lose the answer. Not the end of a body cut off:
+      // the route sees an error, never a clean end.
       return true
     }
     if (chunk === null) {
@@ -455,8 +468,32 @@ function countBody(req: IncomingMessage, maxBytes: number, on: { ended(): void; 
   return counted
 }
 
-/** The declared `Content-Length`, when there is one (Node's parser has refused malformed and conflicting ones). */
+/** Whether `req` is a request of node:http2's compatibility API (`Http2ServerRequest`). */
+function isHttp2(req: IncomingMessage): boolean {
+  return req.httpVersionMajor === 2
+}
+
+/**
+ * Closes the HTTP/2 stream of `req` once the answer is out (RST_STREAM with NO_ERROR, RFC 9113 §8.1: the client
+ * stops sending a body the server will not read), or at once when the answer is out already.
+ */
+function closeStreamAfterAnswer(req: IncomingMessage): void {
+  const stream = (req as IncomingMessage & { stream?: ServerHttp2Stream }).stream
+  if (stream === undefined || stream.closed || stream.destroyed) return
+  const close = () => {
+    if (!stream.closed && !stream.destroyed) stream.close(http2Constants.NGHTTP2_NO_ERROR)
+  }
+  if (stream.writableFinished) close()
+  else stream.once('finish', close)
+}
+
+/**
+ * The declared `Content-Length`, when it frames the body (Node's parser has refused malformed and conflicting ones).
+ * With a `Transfer-Encoding` the chunked framing wins (RFC 9112 §6.3; Node's `insecureHTTPParser` lets both through):
+ * the length says nothing of what will arrive.
+ */
 function declaredLength(req: IncomingMessage): number | undefined {
+  if (req.headers['transfer-encoding'] !== undefined) return undefined
   const header = req.headers['content-length']
   if (header === undefined) return undefined
   const length = Number(header)

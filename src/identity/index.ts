@@ -2,4 +2,4 @@ export type { ClientIpOptions, ClientIpRequest, ClientIpResolver, TrustProxy } f
 export { clientIp, createClientIpResolver, UNKNOWN_IP } from './clientIp.js'
 export { HASHED_KEY_LENGTH, hashKey } from './hashKey.js'
 export type { IpKeyOptions } from './ipKey.js'
-export { createIpKeyer, ipKey } from './ipKey.js'
+export { createIpKeyer, DEFAULT_IPV4_PREFIX, DEFAULT_IPV6_PREFIX, ipKey } from './ipKey.js'

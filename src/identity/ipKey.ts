@@ -6,8 +6,17 @@ import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 const OWNER = 'ipKey'
 const OPTIONS = optionNames<IpKeyOptions>({ ipv6Prefix: true, ipv4Prefix: true })
 
+/**
+ * The network every address-keyed limiter of tollbooth counts an IPv6 client by, unless its `ipv6Prefix` says
+ * otherwise: one home line or small site is usually delegated a /56 (RIPE-690 recommends a /56 or a /48 per end
+ * site), so a /64 per client would let one subscriber rotate through 256 budgets.
+ */
+export const DEFAULT_IPV6_PREFIX = 56
+/** IPv4 addresses are scarce and shared (NAT): each address is one client unless `ipv4Prefix` says otherwise. */
+export const DEFAULT_IPV4_PREFIX = 32
+
 export interface IpKeyOptions {
-  /** IPv6 addresses are grouped by this network prefix (integer 1..128). Default 64: one key per /64 subnet. */
+  /** IPv6 addresses are grouped by this network prefix (integer 1..128). Default 56: one key per /56 network. */
   ipv6Prefix?: number
   /** IPv4 addresses are grouped by this network prefix (integer 1..32). Default 32: one key per address. */
   ipv4Prefix?: number
@@ -18,8 +27,8 @@ export interface IpKeyOptions {
  *
  * - IPv4: `1.2.3.4`, or the network `1.2.3.0/24` when `ipv4Prefix` < 32.
  * - IPv4-mapped IPv6 (`::ffff:1.2.3.4`): treated as the IPv4 address it carries.
- * - IPv6: the `/ipv6Prefix` network in RFC 5952 form, e.g. `2001:db8:1:2::/64` (one subscriber usually gets a
- *   whole /64, so per-address keys would let one client rotate through 2^64 identities). With `ipv6Prefix: 128`
+ * - IPv6: the `/ipv6Prefix` network in RFC 5952 form, e.g. `2001:db8:1:200::/56` (one subscriber usually gets a
+ *   whole /56, so per-address keys would let one client rotate through 2^72 identities). With `ipv6Prefix: 128`
  *   the plain address is returned. A zone id (`%eth0`) is dropped.
  * - Anything else (empty, garbage, `ip:port`, non-canonical IPv4 such as `010.0.0.1`): `'unknown'`, so that
  *   unparsable input cannot mint unbounded distinct keys; all such requests share one budget. Addresses from
@@ -54,8 +63,8 @@ export function resolveIpKeyOptions(
   path = '',
 ): Required<IpKeyOptions> {
   return {
-    ipv6Prefix: prefixOption(owner, `${path}ipv6Prefix`, options?.ipv6Prefix, 64, 128),
-    ipv4Prefix: prefixOption(owner, `${path}ipv4Prefix`, options?.ipv4Prefix, 32, 32),
+    ipv6Prefix: prefixOption(owner, `${path}ipv6Prefix`, options?.ipv6Prefix, DEFAULT_IPV6_PREFIX, 128),
+    ipv4Prefix: prefixOption(owner, `${path}ipv4Prefix`, options?.ipv4Prefix, DEFAULT_IPV4_PREFIX, 32),
   }
 }
 

@@ -2,6 +2,7 @@ import type { WebSocket } from 'ws'
 import { gcraStep } from '../core/algorithms/gcra.js'
 import { nowMicros } from '../core/clock.js'
 import { CloseCodes, CloseReasons } from './closeCodes.js'
+import type { InflateGate, ReadingState } from './inflateGate.js'
 import type { ResolvedWebSocketOptions } from './options.js'
 
 /** One second, in µs: the window over which drops are counted. */
@@ -11,7 +12,8 @@ const CLOSE_GRACE_MS = 1000
 
 /**
  * Terminates `socket` unless it completes its close handshake within CLOSE_GRACE_MS: a client that never answers
- * the close frame would otherwise keep its slot for ws' closing timeout (30 s).
+ * the close frame would otherwise keep its slot for ws' closing timeout (30 s). A socket the guard closes is not
+ * read meanwhile.
  */
 export function terminateAfterGrace(socket: WebSocket): void {
   setTimeout(() => socket.terminate(), CLOSE_GRACE_MS).unref()
@@ -19,17 +21,21 @@ export function terminateAfterGrace(socket: WebSocket): void {
 
 /**
  * Limits what one connection may send, in-process (no store round trip per message): messages and pings spend from
- * a local token bucket; over quota a message is dropped; after `dropsBeforeClose` drops within a second the
- * connection is closed, with 1013 (try again later) or, when it was sending at `abuseFactor` × the allowed rate,
- * 1008 (policy violation). Also caps graphql-ws subscriptions per connection.
+ * a local token bucket; over quota a message is dropped (and, with permessage-deflate, nothing more is inflated until
+ * the next token is due); after `dropsBeforeClose` drops within a second the connection is closed, with 1013 (try
+ * again later) or, when it was sending at `abuseFactor` × the allowed rate, 1008 (policy violation), and is not read
+ * again. Also caps graphql-ws subscriptions per connection.
  */
-export class MessageGuard {
+export class MessageGuard implements ReadingState {
   private tat: number | undefined
   private windowStart = 0
   private received = 0
   private dropped = 0
   private closing = false
+  private pauseTimer: NodeJS.Timeout | undefined
   private readonly subscriptions = new Set<string>()
+  /** The connection's permessage-deflate gate, when it negotiated compression. */
+  inflation: InflateGate | undefined
   /** The GCRA step's args, `[emission, burst, cost of one message]` in µs: fixed per connection. */
   private readonly rateArgs: readonly number[]
 
@@ -75,9 +81,20 @@ export class MessageGuard {
     }
   }
 
-  /** Marks the connection as closing (no more messages are admitted). */
+  get stopped(): boolean {
+    return this.closing
+  }
+
+  get paused(): boolean {
+    return this.pauseTimer !== undefined
+  }
+
+  /** Marks the connection as closing: no more messages are admitted or inflated. */
   stop(): void {
     this.closing = true
+    if (this.pauseTimer !== undefined) clearTimeout(this.pauseTimer)
+    this.pauseTimer = undefined
+    this.inflation?.stop()
   }
 
   /** Counts a dropped message; enough of them within a second close the connection (1013, or 1008 for abuse). */
@@ -87,15 +104,32 @@ export class MessageGuard {
     this.dropped++
     if (this.dropped < this.options.dropsBeforeClose) {
       this.options.onDrop?.(this.socket, { retryAfterMs })
+      this.pauseReading(retryAfterMs)
       return
     }
-    this.closing = true
     // The rate seen in this window, judged over at least 100 ms so that a short burst is not taken for abuse.
     const seconds = Math.max(now - this.windowStart, 100_000) / 1_000_000
     const abusive = this.received / seconds >= this.options.abuseFactor * this.options.messagesPerSecond
+    // Read no more: what the client still sends (a flood, or inflations of one) costs nothing from here.
+    this.stop()
+    this.socket.pause()
     if (abusive) this.socket.close(CloseCodes.POLICY_VIOLATION, CloseReasons.ABUSE)
     else this.socket.close(CloseCodes.TRY_AGAIN_LATER, CloseReasons.RATE_LIMITED)
     terminateAfterGrace(this.socket)
+  }
+
+  /**
+   * With permessage-deflate, inflates nothing more for `ms`, until the connection's next token is due: ws' receiver
+   * waits on the held frame, so what the client sends meanwhile waits in the kernel (TCP holds it back) rather than
+   * being inflated to be dropped. Plain frames cost little to read and drop, and are read on.
+   */
+  private pauseReading(ms: number): void {
+    if (this.inflation === undefined || ms <= 0 || this.closing || this.pauseTimer !== undefined) return
+    this.pauseTimer = setTimeout(() => {
+      this.pauseTimer = undefined
+      if (!this.closing) this.inflation?.wake()
+    }, ms)
+    this.pauseTimer.unref()
   }
 
   private admitOperation(data: unknown): boolean {

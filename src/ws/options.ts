@@ -25,7 +25,7 @@ export interface ProtectWebSocketOptions {
   identify?: (req: IncomingMessage) => string | Promise<string>
   /** Which `X-Forwarded-For` hops to believe for the default identity and the handshake limit. @default false */
   trustProxy?: TrustProxy
-  /** IPv6 client addresses are counted per network of this prefix (1..128). @default 64 */
+  /** IPv6 client addresses are counted per network of this prefix (1..128). @default 56 */
   ipv6Prefix?: number
   /** IPv4 client addresses are counted per network of this prefix (1..32). @default 32 (each address) */
   ipv4Prefix?: number
@@ -54,6 +54,13 @@ export interface ProtectWebSocketOptions {
    * @default 65536
    */
   maxMessageBytes?: number
+  /**
+   * With permessage-deflate: bytes one connection may have inflated per second, a second's worth at once, checked
+   * before each frame inflates (each reserves `maxMessageBytes` and gets back what it did not use). Over it, the
+   * socket is not read until the budget refills. At least `maxMessageBytes`.
+   * @default 8 × maxMessageBytes (512 KiB with the default maxMessageBytes)
+   */
+  inflatedBytesPerSecond?: number
   /** Messages (and pings) per second per connection, checked in-process. @default 50 */
   messagesPerSecond?: number
   /** Burst of messages a connection may send at once. @default messagesPerSecond */
@@ -106,6 +113,7 @@ export interface ResolvedWebSocketOptions {
   readonly handshakesPerIp: { capacity: number; refillPerSecond: number } | false
   readonly maxConnections: number
   readonly maxMessageBytes: number
+  readonly inflatedBytesPerSecond: number
   readonly messagesPerSecond: number
   readonly messageBurst: number
   readonly dropsBeforeClose: number
@@ -134,6 +142,7 @@ const OPTIONS = optionNames<ProtectWebSocketOptions>({
   handshakesPerIp: true,
   maxConnections: true,
   maxMessageBytes: true,
+  inflatedBytesPerSecond: true,
   messagesPerSecond: true,
   messageBurst: true,
   dropsBeforeClose: true,
@@ -175,6 +184,20 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
     throw invalidOption(owner, 'handshakesPerIp', '{ capacity, refillPerSecond } or false', handshakes)
   }
   const messagesPerSecond = positiveNumber(owner, 'messagesPerSecond', options.messagesPerSecond ?? 50)
+  const maxMessageBytes = positiveInteger(owner, 'maxMessageBytes', options.maxMessageBytes ?? 64 * 1024)
+  const inflatedBytesPerSecond = positiveInteger(
+    owner,
+    'inflatedBytesPerSecond',
+    options.inflatedBytesPerSecond ?? 8 * maxMessageBytes,
+  )
+  if (inflatedBytesPerSecond < maxMessageBytes) {
+    throw invalidOption(
+      owner,
+      'inflatedBytesPerSecond',
+      `at least maxMessageBytes (${maxMessageBytes}): a message must fit`,
+      inflatedBytesPerSecond,
+    )
+  }
   return Object.freeze({
     identify: options.identify,
     trustProxy: options.trustProxy ?? false,
@@ -201,7 +224,8 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
             ),
           },
     maxConnections: positiveInteger(owner, 'maxConnections', options.maxConnections ?? 10_000),
-    maxMessageBytes: positiveInteger(owner, 'maxMessageBytes', options.maxMessageBytes ?? 64 * 1024),
+    maxMessageBytes,
+    inflatedBytesPerSecond,
     messagesPerSecond,
     messageBurst: positiveInteger(
       owner,

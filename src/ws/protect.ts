@@ -5,6 +5,7 @@ import { invalidArgument, invalidOption } from '../core/errors.js'
 import type { Lease } from '../core/limiters/concurrencyLimit.js'
 import { tokenBucket } from '../core/limiters/tokenBucket.js'
 import { CloseCodes, CloseReasons } from './closeCodes.js'
+import { InflateGate, ReadingStopped } from './inflateGate.js'
 import { MessageGuard, terminateAfterGrace } from './messageGuard.js'
 import { MessageQueue } from './messageQueue.js'
 import {
@@ -120,16 +121,24 @@ export function protectWebSocketServer(
     })
     originalHandleUpgrade.call(wss, req, socket, head, (ws: WebSocket, upgradedReq: IncomingMessage) => {
       admitted = true
-      track(ws, admission)
+      track(ws, admission, socket)
       cb(ws, upgradedReq)
     })
   }
 
-  function track(ws: WebSocket, admission: Admission): void {
+  function track(ws: WebSocket, admission: Admission, raw: Duplex): void {
+    const guard = new MessageGuard(ws, resolved)
+    guard.inflation = InflateGate.install(
+      ws,
+      raw,
+      guard,
+      serverOptions.maxPayload ?? resolved.maxMessageBytes,
+      resolved.inflatedBytesPerSecond,
+    )
     const connection: Connection = {
       identity: admission.identity,
       lease: admission.lease,
-      guard: new MessageGuard(ws, resolved),
+      guard,
       queue: undefined,
       alive: true,
       released: false,
@@ -168,6 +177,8 @@ export function protectWebSocketServer(
       )
     }
     ws.emit = function guardedEmit(this: WebSocket, event: string | symbol, ...args: unknown[]): boolean {
+      // Our own end of the receiver, for a socket the guard is closing: not the app's error.
+      if (event === 'error' && args[0] instanceof ReadingStopped) return true
       if (event === 'error' && isProtocolError(args[0])) {
         try {
           resolved.onProtocolError?.(ws, args[0])

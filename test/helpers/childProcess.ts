@@ -25,6 +25,8 @@ export interface JsonLinesProcessOptions {
   readonly job: unknown
   /** What `describe()` calls the process, e.g. `worker`. */
   readonly label: string
+  /** Environment variables of its own, beside the parent's. */
+  readonly env?: Readonly<Record<string, string>>
 }
 
 /** A helper script in a process of its own, and the JSON lines it prints. */
@@ -36,11 +38,11 @@ export class JsonLinesProcess {
   private waiter: (() => void) | undefined
   private readonly exited: Promise<void>
 
-  constructor({ script, jobVariable, job, label }: JsonLinesProcessOptions) {
+  constructor({ script, jobVariable, job, label, env = {} }: JsonLinesProcessOptions) {
     this.label = label
     this.child = spawn(process.execPath, ['--import', TSX_LOADER, script], {
       cwd: REPO_ROOT,
-      env: { ...process.env, [jobVariable]: JSON.stringify(job) },
+      env: { ...process.env, ...env, [jobVariable]: JSON.stringify(job) },
       stdio: ['pipe', 'pipe', 'pipe'],
     })
     this.child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {

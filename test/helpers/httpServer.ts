@@ -94,6 +94,22 @@ export async function serveGuarded(
   return app
 }
 
+/** Listens on 127.0.0.1, a free port; `close` ends every connection and the server. */
+export async function listenOnLoopback(server: Server): Promise<{ port: number; close(): Promise<void> }> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => resolve())
+  })
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
+
 /** The headers tests compare exactly: the RateLimit fields, Retry-After and the content type. */
 export function limitHeaders(response: Response): Record<string, string | null> {
   return {

@@ -25,6 +25,30 @@ describe('deny cache (real Redis, real time)', () => {
   })
   afterEach(() => fixture.close())
 
+  it('counts what a bucket refilled since the denial, between two readings of the store', async () => {
+    // 100 tokens, 10 back a second; 96 spent, then 60 asked: refused until 56 more are back (5.6 s).
+    const limiter = tokenBucket({
+      name: 'refilling',
+      store: fixture.store,
+      capacity: 100,
+      refillPerSecond: 10,
+    })
+    await limiter.consume('k', 96)
+    const denied = await limiter.consume('k', 60)
+    expect(denied).toMatchObject({ allowed: false, remaining: 4, source: 'store' })
+    // Wait until the store holds 20 again (a peek is never answered from the cache), then read the cache between
+    // two readings of the store.
+    while ((await limiter.peek('k')).remaining < 20) await new Promise((resolve) => setTimeout(resolve, 50))
+    const before = await limiter.peek('k')
+    const cached = await limiter.consume('k', 60)
+    const after = await limiter.peek('k')
+    expect(cached).toMatchObject({ allowed: false, source: 'cache' })
+    // One token of slack each way: the cache counts from when the denial reached it, on this process's clock; the
+    // store from when it decided, on Redis' clock.
+    expect(cached.remaining).toBeGreaterThanOrEqual(before.remaining - 1)
+    expect(cached.remaining).toBeLessThanOrEqual(after.remaining + 1)
+  })
+
   it('answers a denied key in-process until its Retry-After, then asks the store again', async () => {
     const store = counting(fixture.store)
     const limiter = tokenBucket({ name: 'cache', store, capacity: 2, refillPerSecond: 10 })

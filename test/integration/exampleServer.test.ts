@@ -8,7 +8,7 @@
  * a graphql-ws subscription and one over SSE, a chat message reaching a GraphQL subscription, `/metrics` (names,
  * and no identity in any label), and SIGTERM (an open chat socket closed with 1001, exit code 0). Another process
  * runs on the test Redis (REDIS_URL) to show the banner names it and a query works there, and a third behind a
- * trusted proxy (TRUST_PROXY=loopback) to show every limit keyed by address counting a /64 as one client.
+ * trusted proxy (TRUST_PROXY=loopback) to show every limit keyed by address counting a /56 as one client.
  */
 import { execFile } from 'node:child_process'
 import { once } from 'node:events'
@@ -542,10 +542,11 @@ describe('npm start on a Redis that freezes', () => {
   })
 })
 
-describe('npm start behind a trusted proxy (TRUST_PROXY=loopback): each limit counts a /64 as one client', () => {
+describe('npm start behind a trusted proxy (TRUST_PROXY=loopback): each limit counts a /56 as one client', () => {
   let example: ExampleServer
-  /** Eight addresses of the /64 `2001:db8:<n>::/64`, one /64 per limit so the limits do not mix. */
-  const network = (n: number) => Array.from({ length: 8 }, (_, i) => `2001:db8:${n}::${i + 1}`)
+  /** Eight addresses in eight /64s of the /56 `2001:db8:<n>::/56`, one /56 per limit so the limits do not mix. */
+  const network = (n: number) =>
+    Array.from({ length: 8 }, (_, i) => `2001:db8:${n}:${(i * 31).toString(16)}::${i + 1}`)
   const post = (query: string, address: string) =>
     postGraphQL(`${example.url}/graphql`, query, { headers: { 'x-forwarded-for': address } })
   /** A WebSocket upgrade as `address`: 'open' (held until the end), or the refusal's HTTP status. */
@@ -601,10 +602,10 @@ describe('npm start behind a trusted proxy (TRUST_PROXY=loopback): each limit co
       ...Array.from({ length: 10 }, () => 200),
       ...Array.from({ length: 6 }, () => 429),
     ])
-    expect((await post('{ posts(first: 100) { id } }', '2001:db8:2:1::1')).status).toBe(200)
+    expect((await post('{ posts(first: 100) { id } }', '2001:db8:2:100::1')).status).toBe(200)
   })
 
-  it('/chat (2 connections per identity) and graphql-ws (5): 8 addresses of one /64 get 2 and 5', async () => {
+  it('/chat (2 connections per identity) and graphql-ws (5): 8 addresses of one /56 get 2 and 5', async () => {
     const chat: (number | string)[] = []
     for (const address of network(3)) chat.push(await upgrade('/chat', address))
     expect(chat).toEqual(['open', 'open', 429, 429, 429, 429, 429, 429])
@@ -612,10 +613,10 @@ describe('npm start behind a trusted proxy (TRUST_PROXY=loopback): each limit co
     for (const address of network(4))
       graphqlWs.push(await upgrade('/graphql', address, 'graphql-transport-ws'))
     expect(graphqlWs).toEqual(['open', 'open', 'open', 'open', 'open', 429, 429, 429])
-    expect(await upgrade('/chat', '2001:db8:3:1::1')).toBe('open')
+    expect(await upgrade('/chat', '2001:db8:3:100::1')).toBe('open')
   })
 
-  it('subscriptions (3 per identity, over SSE): the 4th address of the /64 is refused', async () => {
+  it('subscriptions (3 per identity, over SSE): the 4th address of the /56 is refused', async () => {
     const statuses: number[] = []
     for (const address of network(5).slice(0, 4)) {
       const stream = await openSse(`${example.url}/graphql`, 'subscription { messageAdded { id } }', {

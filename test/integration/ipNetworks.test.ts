@@ -1,9 +1,9 @@
 /**
- * One client holding one IPv6 /64 (every home line has one) is one client to every limiter keyed by address: it
- * cannot walk around a limit by rotating through its addresses. Walked here for every such limiter the GraphQL
+ * One client holding one IPv6 /56 (the delegation of a typical home line: 256 /64s) is one client to every limiter
+ * keyed by address: it cannot walk around a limit by rotating through its addresses and its /64s. Walked here for every such limiter the GraphQL
  * plugin and the WebSocket guard create (the example server's are walked in exampleServer.test.ts), through real
  * HTTP and WebSocket connections from loopback, with `trustProxy: 'loopback'` so that X-Forwarded-For chooses the
- * client address. Each test also shows a second /64 counted on its own, and `ipv6Prefix` / `ipv4Prefix` changing
+ * client address. Each test also shows a second /56 counted on its own, and `ipv6Prefix` / `ipv4Prefix` changing
  * the grouping (so the grouping is the prefix's doing, not every address falling under one key).
  */
 import { randomUUID } from 'node:crypto'
@@ -22,8 +22,8 @@ import {
 import { type ProtectWebSocketOptions, protectWebSocketServer } from '../../src/ws/index.js'
 import { listen, openSse, postGraphQL } from '../helpers/graphqlHttp.js'
 
-/** Eight addresses of one /64; one address outside its /56 (field limits count a /56 as one client). */
-const ONE_NETWORK = Array.from({ length: 8 }, (_, i) => `2001:db8:5:5::${i + 1}`)
+/** Eight addresses, each in a /64 of its own, of one /56 (`2001:db8:5::/56`); one address outside it. */
+const ONE_NETWORK = Array.from({ length: 8 }, (_, i) => `2001:db8:5:${(i * 31).toString(16)}::${i + 1}`)
 const OTHER_NETWORK = '2001:db8:5:105::1'
 /** The first address of four /64s of one /56 (`2001:db8:5::/56`), the delegation of a typical home line. */
 const ONE_SITE = ['2001:db8:5:5::1', '2001:db8:5:6::1', '2001:db8:5:10::1', '2001:db8:5:ff::1']
@@ -35,7 +35,7 @@ afterEach(async () => {
 
 const from = (address: string) => ({ 'x-forwarded-for': address })
 
-describe('useTollbooth: every limiter keyed by address counts a /64 as one client', () => {
+describe('useTollbooth: every limiter keyed by address counts a /56 as one client', () => {
   const typeDefs = /* GraphQL */ `
     type Query { items(first: Int = 10): [ID!]! @listSize(slicingArguments: ["first"]) @cost(weight: 1) }
     type Mutation { login(email: String!, password: String!): Boolean }
@@ -94,7 +94,7 @@ describe('useTollbooth: every limiter keyed by address counts a /64 as one clien
 
   const LOGIN = 'mutation { login(email: "victim@example.com", password: "guess") }'
 
-  it('the login field limit: 40 attempts rotating over 8 addresses of one /64 run 5 times', async () => {
+  it('the login field limit: 40 attempts rotating over 8 /64s of one /56 run 5 times', async () => {
     const server = await start({
       limiter: tokenBucket({ name: 'big', capacity: 10_000, refillPerSecond: 1 }),
     })
@@ -107,7 +107,7 @@ describe('useTollbooth: every limiter keyed by address counts a /64 as one clien
     expect(statuses.filter((status) => status === 200)).toHaveLength(5)
     expect(statuses.filter((status) => status === 429)).toHaveLength(35)
     expect(server.calls.login).toBe(5)
-    // The next /64 is another client.
+    // The next /56 is another client.
     expect((await server.post(LOGIN, OTHER_NETWORK)).status).toBe(200)
     expect(server.calls.login).toBe(6)
   })
@@ -138,7 +138,7 @@ describe('useTollbooth: every limiter keyed by address counts a /64 as one clien
     expect(perSite.calls.login).toBe(5)
   })
 
-  it('the cost budget (the default identity): 8 addresses of one /64 share one budget', async () => {
+  it('the cost budget (the default identity): 8 /64s of one /56 share one budget', async () => {
     const server = await start()
     const statuses: number[] = []
     // 10 each from a budget of 50.
@@ -153,7 +153,7 @@ describe('useTollbooth: every limiter keyed by address counts a /64 as one clien
     }
   })
 
-  it('subscription leases (per identity): 2 open for the /64, whichever of its addresses asks', async () => {
+  it('subscription leases (per identity): 2 open for the /56, whichever of its addresses asks', async () => {
     const server = await start()
     const statuses: number[] = []
     for (const address of ONE_NETWORK.slice(0, 4)) {
@@ -169,7 +169,7 @@ describe('useTollbooth: every limiter keyed by address counts a /64 as one clien
   })
 })
 
-describe('protectWebSocketServer: every limiter keyed by address counts a /64 as one client', () => {
+describe('protectWebSocketServer: every limiter keyed by address counts a /56 as one client', () => {
   async function start(options: ProtectWebSocketOptions) {
     const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' })
     await once(wss, 'listening')
@@ -207,7 +207,7 @@ describe('protectWebSocketServer: every limiter keyed by address counts a /64 as
 
   const outcome = (result: WebSocket | number) => (typeof result === 'number' ? result : 'open')
 
-  it('handshakes per IP: a bucket of 3 for the whole /64', async () => {
+  it('handshakes per IP: a bucket of 3 for the whole /56', async () => {
     const server = await start({ handshakesPerIp: { capacity: 3, refillPerSecond: 0.001 } })
     const outcomes: (number | string)[] = []
     for (const address of ONE_NETWORK) outcomes.push(outcome(await server.connect(address)))
@@ -215,7 +215,7 @@ describe('protectWebSocketServer: every limiter keyed by address counts a /64 as
     expect(outcome(await server.connect(OTHER_NETWORK))).toBe('open')
   })
 
-  it('connections per identity (the default identity is the address): 2 for the whole /64', async () => {
+  it('connections per identity (the default identity is the address): 2 for the whole /56', async () => {
     const server = await start({ maxConnectionsPerIdentity: 2 })
     const outcomes: (number | string)[] = []
     for (const address of ONE_NETWORK) outcomes.push(outcome(await server.connect(address)))
@@ -235,7 +235,7 @@ describe('protectWebSocketServer: every limiter keyed by address counts a /64 as
     expect(outcome(await perIpv4Network.connect('10.0.1.1'))).toBe('open')
   })
 
-  it("identity messages: the /64's connections draw on one budget of 4", async () => {
+  it("identity messages: the /56's connections draw on one budget of 4", async () => {
     const server = await start({ identityMessages: { capacity: 4, refillPerSecond: 0.001, batch: 1 } })
     const sockets: WebSocket[] = []
     for (const address of ONE_NETWORK.slice(0, 2)) {

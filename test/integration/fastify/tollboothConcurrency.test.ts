@@ -301,7 +301,7 @@ describe('tollboothConcurrency beside tollboothRateLimit', () => {
     ])
     expect([refused.status, refused.headers.get('ratelimit'), refused.headers.get('retry-after')]).toEqual([
       429,
-      '"rate";r=3;t=200, "slots";r=0;t=30',
+      '"rate";r=3;t=100, "slots";r=0;t=30',
       '30',
     ])
     held.req.destroy()

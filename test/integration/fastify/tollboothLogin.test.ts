@@ -277,7 +277,7 @@ describe.each(storeKinds)('tollboothLogin on the %s store', (kind) => {
     expect(app.handled).toBe(4)
   })
 
-  it('slows one account down with a growing delay from any address, and the preHandler waits it out', async () => {
+  it('slows one account down with a growing delay from any address, then refuses it once its queue is full', async () => {
     const login = guardOf(
       ctx.fixture.store,
       ctx.name,
@@ -292,15 +292,17 @@ describe.each(storeKinds)('tollboothLogin on the %s store', (kind) => {
         return reply.code(answer.status).headers(answer.headers).send(answer.body)
       })
     })
-    const attempt = async (i: number) => {
-      const answer = await post(app.port, 'victim@example.com', 'wrong', `2001:db8:${i}::1`, '/check')
-      expect(answer.status).toBe(200)
-      return (answer.body as { delayMs: number }).delayMs
-    }
-    const delays: number[] = []
-    for (let i = 1; i <= 6; i++) delays.push(await attempt(i))
-    // One second per attempt queued; with 3 waiting, an attempt waits as if last in line, and is not queued.
-    expect(delays).toEqual([0, 1000, 2000, 3000, 4000, 4000])
+    const attempt = (i: number) => post(app.port, 'victim@example.com', 'wrong', `2001:db8:${i}::1`, '/check')
+    const delays: unknown[] = []
+    for (let i = 1; i <= 4; i++) delays.push((await attempt(i)).body)
+    // One second per attempt queued.
+    expect(delays).toEqual([{ delayMs: 0 }, { delayMs: 1000 }, { delayMs: 2000 }, { delayMs: 3000 }])
+    // With 3 waiting, an attempt is refused until a turn frees (1 s), from any address.
+    const refused = await Promise.all([attempt(5), attempt(6)])
+    expect(refused.map(({ status, headers }) => [status, headers.get('retry-after')])).toEqual([
+      [429, '1'],
+      [429, '1'],
+    ])
     // Another account is not slowed down.
     expect((await post(app.port, ALICE, 'wrong', '2001:db8:99::1', '/check')).body).toEqual({ delayMs: 0 })
   })

@@ -106,10 +106,11 @@ describe.each(storeKinds)('tollboothRateLimit on a %s store', (kind) => {
     expect(handled()).toBe(3)
     const json = 'application/json; charset=utf-8'
     const policy = `"${name}";q=3;w=300`
+    // One token back every 100 s: the next one is 100 s away, however many are spent.
     expect(answers.map(limitFields)).toEqual([
       { 'ratelimit-policy': policy, ratelimit: `"${name}";r=2;t=100`, 'content-type': json },
-      { 'ratelimit-policy': policy, ratelimit: `"${name}";r=1;t=200`, 'content-type': json },
-      { 'ratelimit-policy': policy, ratelimit: `"${name}";r=0;t=300`, 'content-type': json },
+      { 'ratelimit-policy': policy, ratelimit: `"${name}";r=1;t=100`, 'content-type': json },
+      { 'ratelimit-policy': policy, ratelimit: `"${name}";r=0;t=100`, 'content-type': json },
       ...[3, 4].map(() => ({
         'ratelimit-policy': policy,
         ratelimit: `"${name}";r=0;t=100`,
@@ -151,14 +152,14 @@ describe.each(storeKinds)('tollboothRateLimit on a %s store', (kind) => {
 
     const heavy = [await get(`${url}/heavy`), await get(`${url}/heavy`), await get(`${url}/heavy`)]
     expect(heavy.map((a) => [a.status, a.headers.ratelimit])).toEqual([
-      [200, `"${shared}";r=3;t=200`],
-      [200, `"${shared}";r=1;t=400`],
+      [200, `"${shared}";r=3;t=100`],
+      [200, `"${shared}";r=1;t=100`],
       // 2 more than the 1 left: refused, and nothing spent.
       [429, `"${shared}";r=1;t=100`],
     ])
     const plain = [await get(url), await get(url)]
     expect(plain.map((a) => [a.status, a.headers.ratelimit])).toEqual([
-      [200, `"${shared}";r=0;t=500`],
+      [200, `"${shared}";r=0;t=100`],
       [429, `"${shared}";r=0;t=100`],
     ])
     const ownAnswers = [await get(`${url}/own`), await get(`${url}/own`)]
@@ -175,6 +176,39 @@ describe.each(storeKinds)('tollboothRateLimit on a %s store', (kind) => {
 })
 
 describe('tollboothRateLimit callbacks and answers', () => {
+  it('refundWhen counting only failures: successes cost nothing, then the budget of 2 holds 2 failures', async () => {
+    let refunds = 0
+    let refunded: () => void = () => {}
+    const limiter = tokenBucket({
+      name: uniqueName(),
+      capacity: 2,
+      refillPerSecond: 0.01,
+      hooks: {
+        onDecision: (event) => {
+          if (event.op !== 'refund') return
+          refunds++
+          refunded()
+        },
+      },
+    })
+    const { url } = await limitedApp(
+      { limiter, refundWhen: (_request, reply) => reply.statusCode < 400 },
+      (app) => {
+        app.get('/wrong', async (_request, reply) => reply.code(401).send({ error: 'invalid' }))
+      },
+    )
+    for (let i = 1; i <= 5; i++) {
+      const counted = new Promise<void>((resolve) => {
+        refunded = resolve
+      })
+      expect((await get(url)).status).toBe(200)
+      await counted
+    }
+    const failures = [await get(`${url}/wrong`), await get(`${url}/wrong`), await get(`${url}/wrong`)]
+    expect(failures.map(({ status }) => status)).toEqual([401, 401, 429])
+    expect(refunds).toBe(5)
+  })
+
   it('skip: a skipped request spends nothing and carries no RateLimit fields', async () => {
     const name = uniqueName()
     const { url, handled } = await limitedApp({
@@ -436,6 +470,10 @@ describe('tollboothRateLimit options, checked at startup', () => {
       `tollboothRateLimit: "hook" must be one of 'onRequest', 'preValidation', 'preHandler', got "onSend"`,
     ],
     [{ limiter, onLimited: 429 }, 'tollboothRateLimit: "onLimited" must be a function, got 429'],
+    [
+      { limiter, refundWhen: 'failed' },
+      'tollboothRateLimit: "refundWhen" must be a function (request, reply) => boolean',
+    ],
     [{ limiter, ipv6Prefix: 200 }, 'tollboothRateLimit: "ipv6Prefix" must be'],
     ['limiter', 'tollboothRateLimit: "options" must be an object'],
   ])('plugin options %j are refused', async (options, message) => {

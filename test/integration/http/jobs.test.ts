@@ -123,7 +123,7 @@ describe.each(storeKinds)('jobAdmission on the %s store', (kind) => {
 
       const a = await submit('alice', 400)
       expect(a.status).toBe(202)
-      expect(a.headers.get('ratelimit')).toBe(`"${jobs.name}";r=1;t=30, "${pendingBytes.name}";r=600;t=40000`)
+      expect(a.headers.get('ratelimit')).toBe(`"${jobs.name}";r=1;t=30, "${pendingBytes.name}";r=600;t=100`)
       const b = await submit('alice', 400)
       expect(b.status).toBe(202)
 

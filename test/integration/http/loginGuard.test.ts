@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
-import net, { type AddressInfo } from 'node:net'
+import net from 'node:net'
 import express from 'express'
 import { Redis } from 'ioredis'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -23,6 +23,7 @@ import {
   normalizeAccount,
 } from '../../../src/http/loginGuard.js'
 import { VirtualClock } from '../../helpers/contract.js'
+import { listenOnLoopback } from '../../helpers/httpServer.js'
 import { startRedis } from '../../helpers/redisServer.js'
 import {
   createStore,
@@ -78,16 +79,9 @@ async function verify(
 }
 
 async function listen(server: http.Server): Promise<number> {
-  server.listen(0, HOST)
-  await once(server, 'listening')
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  )
-  return (server.address() as AddressInfo).port
+  const listening = await listenOnLoopback(server)
+  cleanups.push(listening.close)
+  return listening.port
 }
 
 async function readJsonBody(req: IncomingMessage): Promise<unknown> {
@@ -277,7 +271,7 @@ describe.each(storeKinds)('loginGuard on the %s store', (kind) => {
       expect(app.routeHits).toBe(5)
     })
 
-    it('counts IPv6 addresses rotating within one /64 as one address', async () => {
+    it('counts IPv6 addresses rotating within one /56 as one address', async () => {
       const guard = guardOf(
         ctx.fixture.store,
         ctx.name,
@@ -286,12 +280,15 @@ describe.each(storeKinds)('loginGuard on the %s store', (kind) => {
       )
       const app = await startLoginApp(framework, guard)
       const statuses: number[] = []
+      // Six /64s of the /56 2001:db8:1::/56.
       for (let i = 1; i <= 6; i++) {
-        statuses.push((await login(app.port, `user${i}@example.com`, 'wrong', `2001:db8:1:2::${i}`)).status)
+        statuses.push(
+          (await login(app.port, `user${i}@example.com`, 'wrong', `2001:db8:1:${i}::${i}`)).status,
+        )
       }
       expect(statuses).toEqual([401, 401, 401, 401, 401, 429])
-      // The next /64 is another client.
-      expect((await login(app.port, 'user7@example.com', 'wrong', '2001:db8:1:3::1')).status).toBe(401)
+      // The next /56 is another client.
+      expect((await login(app.port, 'user7@example.com', 'wrong', '2001:db8:1:100::1')).status).toBe(401)
       expect(app.routeHits).toBe(6)
     })
 
@@ -423,7 +420,7 @@ describe.each(storeKinds)('loginGuard on the %s store', (kind) => {
     })
   })
 
-  it('slows one account down with a growing delay, from any address, and never refuses it', async () => {
+  it('slows one account down with a growing delay from any address, then refuses it once its queue is full', async () => {
     const guard = guardOf(
       ctx.fixture.store,
       ctx.name,
@@ -431,17 +428,21 @@ describe.each(storeKinds)('loginGuard on the %s store', (kind) => {
       { trustProxy: 'loopback' },
     )
     const port = await startCheckServer(guard)
-    const attempt = async (i: number) => {
-      const answer = await login(port, 'victim@example.com', 'wrong', `2001:db8:${i}::1`)
-      expect(answer.status).toBe(200)
-      return (answer.body as { delayMs: number }).delayMs
+    const attempt = (i: number) => login(port, 'victim@example.com', 'wrong', `2001:db8:${i}::1`)
+    const delays: unknown[] = []
+    for (let i = 1; i <= 4; i++) delays.push((await attempt(i)).body)
+    // One second per attempt queued.
+    expect(delays).toEqual([{ delayMs: 0 }, { delayMs: 1000 }, { delayMs: 2000 }, { delayMs: 3000 }])
+    // With 3 waiting, an attempt is refused until a turn frees (1 s), from any address: never "wait, then pass".
+    for (const i of [5, 6]) {
+      const refused = await attempt(i)
+      expect(refused.status).toBe(429)
+      expect(refused.headers.get('retry-after')).toBe('1')
+      expect(refused.body).toMatchObject({ 'violated-policies': [`${ctx.name}-account`], retryAfter: 1 })
     }
-    const delays: number[] = []
-    for (let i = 1; i <= 6; i++) delays.push(await attempt(i))
-    // One second per attempt queued; with 3 waiting, an attempt waits as if last in line, and is not queued.
-    expect(delays).toEqual([0, 1000, 2000, 3000, 4000, 4000])
     ctx.clock.advance(1000)
-    expect(await attempt(7)).toBe(3000)
+    expect((await attempt(7)).body).toEqual({ delayMs: 3000 })
+    expect((await attempt(8)).status).toBe(429)
     // Another account is not slowed down.
     expect((await login(port, ALICE, 'wrong', '2001:db8:99::1')).body).toEqual({ delayMs: 0 })
   })
@@ -576,6 +577,51 @@ describe('loginGuard options', () => {
     )
     expect(() => loginGuard({ ...base(), ipv6Prefix: 200 })).toThrow(invalid('"ipv6Prefix"'))
     expect(() => loginGuard(null as never)).toThrow(invalid('loginGuard: "options" must be an object'))
+  })
+
+  it('refuses trusted-device options it cannot use, naming the option and never the secret', () => {
+    const perDevice = tokenBucket({ name: 'options-device', store, capacity: 5, refillPerSecond: HOURLY })
+    const secret = 's'.repeat(32)
+    const devices = (trustedDevices: unknown) => () =>
+      loginGuard({ ...base(), trustedDevices: trustedDevices as never })
+    expect(devices({ secret, perDevice, maxAge: 1 })).toThrow(
+      invalid('loginGuard: unknown option "trustedDevices.maxAge" (did you mean "maxAgeMs"?)'),
+    )
+    expect(devices({ secret: 'short secret', perDevice })).toThrow(
+      invalid(
+        'loginGuard: "trustedDevices.secret" must be a string or Buffer of at least 32 bytes, got "12 characters"',
+      ),
+    )
+    expect(devices({ secret: [], perDevice })).toThrow(invalid('"trustedDevices.secret" must be a secret'))
+    expect(devices({ secret: [secret, Buffer.alloc(8)], perDevice })).toThrow(
+      invalid('"trustedDevices.secret"'),
+    )
+    expect(devices({ secret })).toThrow(
+      invalid('loginGuard: "trustedDevices.perDevice" must be a rate limiter that refuses'),
+    )
+    expect(devices({ secret, perDevice, maxAgeMs: 0 })).toThrow(
+      invalid('"trustedDevices.maxAgeMs" must be a positive integer'),
+    )
+    expect(devices({ secret, perDevice, maxAgeMs: 401 * 86_400_000 })).toThrow(invalid('at most 400 days'))
+    expect(devices({ secret, perDevice, cookieName: 'a b' })).toThrow(invalid('"trustedDevices.cookieName"'))
+    expect(devices({ secret, perDevice, token: 'cookie' })).toThrow(
+      invalid('"trustedDevices.token" must be a function'),
+    )
+    expect(devices('on')).toThrow(invalid('loginGuard: "trustedDevices" must be an object'))
+    const twin = tokenBucket({ name: base().perIp.name, store, capacity: 5, refillPerSecond: 1 })
+    expect(devices({ secret, perDevice: twin })).toThrow(
+      invalid('"trustedDevices.perDevice" must be a limiter of its own'),
+    )
+  })
+
+  it('refuses a device budget failing open on a remote store, as the others', async () => {
+    const client = new Redis({ lazyConnect: true })
+    cleanups.push(() => client.disconnect())
+    const remote = new RedisStore({ client })
+    const perDevice = tokenBucket({ name: 'device', store: remote, capacity: 5, refillPerSecond: HOURLY })
+    expect(() => loginGuard({ ...base(), trustedDevices: { secret: 's'.repeat(32), perDevice } })).toThrow(
+      invalid('loginGuard: "trustedDevices.perDevice" must be a limiter with failPolicy \'closed\''),
+    )
   })
 
   it('normalizes account names by default', () => {

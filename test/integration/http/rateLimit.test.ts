@@ -46,6 +46,25 @@ async function serve(...args: Parameters<typeof serveGuarded>): Promise<GuardedA
   return app
 }
 
+/** Counts the refunds a limiter makes (its decision hook), and waits for a number of them. */
+function refundCounter() {
+  const counter = {
+    count: 0,
+    waiters: [] as (() => void)[],
+    hooks: {
+      onDecision: (event: { op: string }) => {
+        if (event.op !== 'refund') return
+        counter.count++
+        for (const wake of counter.waiters.splice(0)) wake()
+      },
+    },
+    async reach(count: number) {
+      while (counter.count < count) await new Promise<void>((resolve) => counter.waiters.push(resolve))
+    },
+  }
+  return counter
+}
+
 /** 5 requests, then one more every 100 s: within a test, `t` and `Retry-After` are whole hundreds of seconds. */
 function slowBucket(name: string, store: Store = new MemoryStore()): RateLimiter {
   return tokenBucket({ name, store, capacity: 5, refillPerSecond: 0.01 })
@@ -75,7 +94,8 @@ describe.each(storeKinds)('rateLimit on a %s store', (kind) => {
       const response = responses[i] as Response
       expect(limitHeaders(response)).toEqual({
         'ratelimit-policy': '"shared";q=5;w=500',
-        ratelimit: `"shared";r=${4 - i};t=${(i + 1) * 100}`,
+        // One token back every 100 s: the next one comes in 100 s, however many are spent.
+        ratelimit: `"shared";r=${4 - i};t=100`,
         'retry-after': null,
         'content-type': 'text/plain',
       })
@@ -150,7 +170,70 @@ describe.each(flavours)('rateLimit with %s', (flavour: Flavour) => {
     }
     // 5 tokens: 2, 2, then 1 left for a cost of 2.
     expect(statuses).toEqual([200, 200, 429])
-    expect(remaining.slice(0, 2)).toEqual(['"constant";r=3;t=200', '"constant";r=1;t=400'])
+    expect(remaining.slice(0, 2)).toEqual(['"constant";r=3;t=100', '"constant";r=1;t=100'])
+  })
+
+  it('refundWhen counting only failures: 10 successes cost nothing, then 5 failures spend the budget of 5', async () => {
+    const refunds = refundCounter()
+    const limiter = tokenBucket({
+      name: 'failures',
+      capacity: 5,
+      refillPerSecond: 0.01,
+      hooks: refunds.hooks,
+    })
+    const app = await serve(
+      flavour,
+      rateLimit({ limiter, refundWhen: (_req, res) => res.statusCode < 400 }),
+      (req, res) => res.writeHead(req.url === '/wrong' ? 401 : 200).end(),
+    )
+    for (let i = 1; i <= 10; i++) {
+      expect((await fetch(app.url)).status).toBe(200)
+      await refunds.reach(i)
+    }
+    const failures: number[] = []
+    for (let i = 0; i < 6; i++) failures.push((await fetch(`${app.url}/wrong`)).status)
+    expect(failures).toEqual([401, 401, 401, 401, 401, 429])
+    expect(app.routeHits).toBe(15)
+    expect(refunds.count).toBe(10)
+  })
+
+  it('refundWhen counting only successes: failures and an aborted response are given back', async () => {
+    const refunds = refundCounter()
+    const limiter = tokenBucket({
+      name: 'successes',
+      capacity: 2,
+      refillPerSecond: 0.01,
+      hooks: refunds.hooks,
+    })
+    const unfinished: boolean[] = []
+    const app = await serve(
+      flavour,
+      rateLimit({
+        limiter,
+        refundWhen: async (_req, res) => {
+          if (!res.writableFinished) unfinished.push(true)
+          return !res.writableFinished || res.statusCode >= 400
+        },
+      }),
+      (req, res) => {
+        // /hang never answers: its client gives up.
+        if (req.url !== '/hang') res.writeHead(req.url === '/fail' ? 500 : 200).end()
+      },
+    )
+    for (let i = 1; i <= 3; i++) {
+      expect((await fetch(`${app.url}/fail`)).status).toBe(500)
+      await refunds.reach(i)
+    }
+    const socket = connect(app.port, '127.0.0.1')
+    socket.on('error', () => {})
+    socket.write('GET /hang HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+    while (app.routeHits < 4) await new Promise((resolve) => setImmediate(resolve))
+    socket.destroy()
+    await refunds.reach(4)
+    expect(unfinished).toEqual([true])
+    const statuses: number[] = []
+    for (let i = 0; i < 3; i++) statuses.push((await fetch(app.url)).status)
+    expect(statuses).toEqual([200, 200, 429])
   })
 
   it('two guards on one route: the client sees both budgets, and the refusing one waits longest', async () => {
@@ -166,7 +249,7 @@ describe.each(flavours)('rateLimit with %s', (flavour: Flavour) => {
     expect((last as Response).headers.get('ratelimit-policy')).toBe(
       '"outer";q=100;w=10000, "inner";q=5;w=500',
     )
-    expect((last as Response).headers.get('ratelimit')).toBe('"outer";r=94;t=600, "inner";r=0;t=100')
+    expect((last as Response).headers.get('ratelimit')).toBe('"outer";r=94;t=100, "inner";r=0;t=100')
     expect((last as Response).headers.get('retry-after')).toBe('100')
     expect(first.status).toBe(429)
   })
@@ -178,13 +261,13 @@ describe.each(flavours)('rateLimit with %s', (flavour: Flavour) => {
     )
     const three = await fetch(app.url, { headers: { 'x-cost': '3' } })
     expect(three.status).toBe(200)
-    expect(three.headers.get('ratelimit')).toBe('"cost";r=2;t=300')
+    expect(three.headers.get('ratelimit')).toBe('"cost";r=2;t=100')
 
     const tooBig = await fetch(app.url, { headers: { 'x-cost': '6' } })
     expect(tooBig.status).toBe(400)
     expect(limitHeaders(tooBig)).toEqual({
       'ratelimit-policy': '"cost";q=5;w=500',
-      ratelimit: '"cost";r=2;t=300',
+      ratelimit: '"cost";r=2;t=100',
       'retry-after': null,
       'content-type': 'application/problem+json',
     })
@@ -566,6 +649,10 @@ describe('option validation', () => {
     invalid(
       () => rateLimit({ limiter, identify: 'ip' as never }),
       'rateLimit: "identify" must be a function, got "ip"',
+    )
+    invalid(
+      () => rateLimit({ limiter, refundWhen: 'failed' as never }),
+      'rateLimit: "refundWhen" must be a function (req, res) => boolean, got "failed"',
     )
   })
 

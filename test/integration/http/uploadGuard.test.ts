@@ -215,9 +215,9 @@ describe.each(flavors)('uploadGuard through %s', (flavor) => {
     await client.write(requestHead('POST', '/upload', { 'Content-Length': 400 }))
     const response = await client.response
     expect(response.status).toBe(429)
-    // 100 bytes short at one byte per 100 s.
+    // 100 bytes short at one byte per 100 s; the next byte comes back in 100 s.
     expect(response.headers['retry-after']).toBe('10000')
-    expect(response.headers.ratelimit).toBe(`"${bytes.name}";r=300;t=10000`)
+    expect(response.headers.ratelimit).toBe(`"${bytes.name}";r=300;t=100`)
     expect(JSON.parse(response.body)).toMatchObject({ status: 429, 'violated-policies': [bytes.name] })
     await client.closed
     expect([log.started, charged.charges.length]).toEqual([1, 1])
@@ -242,7 +242,7 @@ describe.each(flavors)('uploadGuard through %s', (flavor) => {
     expect(log.stored).toEqual([])
   })
 
-  it('cuts off a body the route is already reading when it passes maxBytes', async () => {
+  it('cuts off a body the route is already reading when it passes maxBytes, and charges maxBytes', async () => {
     const { charged, port, log } = await setup({ bytes: byteBudget(undefined, 5000) })
     const client = await connect(port)
     await client.write(requestHead('POST', '/upload', { 'Transfer-Encoding': 'chunked' }) + chunk(600))
@@ -254,7 +254,7 @@ describe.each(flavors)('uploadGuard through %s', (flavor) => {
     await charged.waitFor(1)
     expect(
       charged.charges.map(({ received, charged, complete }) => ({ received, charged, complete })),
-    ).toEqual([{ received: 1200, charged: 1200, complete: false }])
+    ).toEqual([{ received: 1200, charged: 1000, complete: false }])
     // The route never sees the end of the body: its reader fails, nothing is stored.
     await log.waitForFailures(1)
     expect(log.stored).toEqual([])
@@ -272,8 +272,9 @@ describe.each(flavors)('uploadGuard through %s', (flavor) => {
     await refused.closed
     expect([strict.log.started, strict.charged.charges.length]).toEqual([0, 0])
 
-    // With insecureHTTPParser the chunked framing wins: what arrives is counted, not what was declared.
-    const lenient = await setup({}, { insecureHTTPParser: true })
+    // With insecureHTTPParser the chunked framing wins: what arrives is counted, not what was declared, and each
+    // such upload reserves maxBytes.
+    const lenient = await setup({ bytes: byteBudget(undefined, 5000) }, { insecureHTTPParser: true })
     const small = await connect(lenient.port)
     await small.write(lying(chunk(300) + lastChunk()))
     // express.raw checks the declared length against what it read, and refuses the difference on its own.
@@ -287,7 +288,7 @@ describe.each(flavors)('uploadGuard through %s', (flavor) => {
     await lenient.charged.waitFor(2)
     expect(lenient.charged.charges.map(({ received, charged }) => [received, charged])).toEqual([
       [300, 300],
-      [1200, 700],
+      [1200, 1000],
     ])
   })
 })
@@ -329,27 +330,27 @@ describe.each(storeKinds)('uploadGuard budgets and leases on the %s store', (kin
     return store.store
   }
 
-  it('charges each upload what it brought; when two overlap, the second is charged what was left', async () => {
+  it('reserves at the door: of two overlapping uploads without a length, the second is refused before its body', async () => {
     const bytes = byteBudget(await fixture())
     const charged = chargeLog()
     const guard = uploadGuard({ maxBytes: MAX_BYTES, bytes, onCharged: charged.onCharged })
     const { port, log } = await startServer('node:http + pipe to a file', guard)
     const head = requestHead('POST', '/upload', { 'Transfer-Encoding': 'chunked' })
-    const clients = [await connect(port), await connect(port)]
-    for (const client of clients) await client.write(head + chunk(300))
-    // Both passed the budget's check with 1000 bytes left, before either was charged.
-    await log.waitForStarted(2)
-    for (const client of clients) await client.write(chunk(300) + lastChunk())
-    for (const client of clients) expect((await client.response).status).toBe(201)
-    await charged.waitFor(2)
-    expect(charged.charges.map(({ charged }) => charged).sort((a, b) => a - b)).toEqual([400, 600])
-    expect(charged.charges.map(({ received }) => received)).toEqual([600, 600])
-    expect((await bytes.peek(IDENTITY)).remaining).toBe(0)
-
-    // Nothing left: the next upload is refused before its body, whatever its length.
-    const next = await connect(port)
-    await next.write(head)
-    expect((await next.response).status).toBe(429)
+    const first = await connect(port)
+    await first.write(head + chunk(300))
+    // Admitted: it holds maxBytes (the whole budget) until its body is over.
+    await log.waitForStarted(1)
+    const second = await connect(port)
+    await second.write(head + chunk(300))
+    expect((await second.response).status).toBe(429)
+    await first.write(chunk(300) + lastChunk())
+    expect((await first.response).status).toBe(201)
+    await charged.waitFor(1)
+    // It brought 600: the 400 it did not bring are given back.
+    expect(charged.charges.map(({ received, charged }) => [received, charged])).toEqual([[600, 600]])
+    expect((await bytes.peek(IDENTITY)).remaining).toBe(400)
+    const fits = await fetch(`http://127.0.0.1:${port}/upload`, { method: 'POST', body: 'x'.repeat(400) })
+    expect(fits.status).toBe(201)
     expect(log.started).toBe(2)
   })
 

@@ -1,10 +1,16 @@
 import { describe, expect, it } from 'vitest'
 import type { Decision } from '../../../src/core/decision.js'
+import { fixedWindow } from '../../../src/core/limiters/fixedWindow.js'
+import { leakyBucket } from '../../../src/core/limiters/leakyBucket.js'
+import { slidingWindow } from '../../../src/core/limiters/slidingWindow.js'
+import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
+import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import {
   mergeRateLimitHeaders,
   type RateLimitPolicy,
   rateLimitHeaders,
 } from '../../../src/http/rateLimitHeaders.js'
+import { VirtualClock } from '../../helpers/contract.js'
 
 function decision(overrides: Partial<Decision>): Decision {
   return {
@@ -225,5 +231,108 @@ describe('mergeRateLimitHeaders', () => {
     const a = rateLimitHeaders(decision({}), burst, { legacy: true })
     expect(mergeRateLimitHeaders([a])).toEqual(a)
     expect(mergeRateLimitHeaders([])).toEqual({})
+  })
+})
+
+/**
+ * `t` as draft -10 defines it ("the number of seconds until additional quota … is made available"), on the policies of
+ * real limiters (their `restore`), over a MemoryStore on a virtual clock: exact times, nothing slept.
+ */
+describe('RateLimit t of real limiters (draft -10)', () => {
+  function onClock() {
+    const clock = new VirtualClock()
+    return { clock, store: new MemoryStore({ clock: clock.now }) }
+  }
+
+  it('token bucket of 10 refilled at 1/s: one request of cost 10 says t=1 (the next token), and so does a refusal a millisecond later', async () => {
+    const { clock, store } = onClock()
+    const refill = tokenBucket({ name: 'refill', store, capacity: 10, refillPerSecond: 1 })
+    expect(rateLimitHeaders(await refill.consume('k', 10), refill.policy)).toEqual({
+      'RateLimit-Policy': '"refill";q=10;w=10',
+      RateLimit: '"refill";r=0;t=1',
+    })
+    clock.advance(1)
+    expect(rateLimitHeaders(await refill.consume('k'), refill.policy)).toEqual({
+      'RateLimit-Policy': '"refill";q=10;w=10',
+      RateLimit: '"refill";r=0;t=1',
+      'Retry-After': '1',
+    })
+    // The token is back at 1 s: spent at once, the next one is a second away.
+    clock.advance(999)
+    expect(rateLimitHeaders(await refill.consume('k'), refill.policy).RateLimit).toBe('"refill";r=0;t=1')
+    // Half of what was spent comes back over 5 s; the next token is still at most a second away.
+    clock.advance(5_400)
+    expect(rateLimitHeaders(await refill.peek('k'), refill.policy).RateLimit).toBe('"refill";r=5;t=1')
+    // Full: nothing is coming back.
+    clock.advance(10_000)
+    expect(rateLimitHeaders(await refill.peek('k'), refill.policy).RateLimit).toBe('"refill";r=10;t=0')
+  })
+
+  it('token bucket refilled every 4 s: t counts down to the next token, then starts again', async () => {
+    const { clock, store } = onClock()
+    const slow = tokenBucket({ name: 'slow', store, capacity: 3, refillPerSecond: 0.25 })
+    await slow.consume('k', 3)
+    const seen: string[] = []
+    for (let second = 0; second < 6; second++) {
+      seen.push(rateLimitHeaders(await slow.peek('k'), slow.policy).RateLimit as string)
+      clock.advance(1000)
+    }
+    expect(seen).toEqual([
+      '"slow";r=0;t=4',
+      '"slow";r=0;t=3',
+      '"slow";r=0;t=2',
+      '"slow";r=0;t=1',
+      '"slow";r=1;t=4',
+      '"slow";r=1;t=3',
+    ])
+  })
+
+  it('sliding window of 50 per 60 s with 30 used: t is the end of the current window, never past it', async () => {
+    const { clock, store } = onClock()
+    const window = slidingWindow({ name: 'window', store, limit: 50, windowMs: 60_000 })
+    // The clock starts on a minute boundary: 30 used one second into the window.
+    clock.at(1_000)
+    expect(rateLimitHeaders(await window.consume('k', 30), window.policy).RateLimit).toBe(
+      '"window";r=20;t=59',
+    )
+    clock.at(11_000)
+    expect(rateLimitHeaders(await window.consume('k'), window.policy).RateLimit).toBe('"window";r=19;t=49')
+    // A refusal: 25 do not fit before the window ends; t is at most the Retry-After.
+    expect(rateLimitHeaders(await window.consume('k', 25), window.policy)).toMatchObject({
+      RateLimit: '"window";r=19;t=49',
+    })
+    // In the next window what was counted leaves as it slides: more quota by the end of this one.
+    clock.at(90_000)
+    expect(rateLimitHeaders(await window.peek('k'), window.policy).RateLimit).toBe('"window";r=34;t=30')
+  })
+
+  it('fixed window of 5 per 10 s: t is the window end', async () => {
+    const { clock, store } = onClock()
+    const fixed = fixedWindow({ name: 'fixed', store, limit: 5, windowMs: 10_000 })
+    clock.at(2_000)
+    expect(rateLimitHeaders(await fixed.consume('k', 5), fixed.policy).RateLimit).toBe('"fixed";r=0;t=8')
+    clock.at(2_001)
+    expect(rateLimitHeaders(await fixed.consume('k'), fixed.policy)).toMatchObject({
+      RateLimit: '"fixed";r=0;t=8',
+      'Retry-After': '8',
+    })
+  })
+
+  it('leaky bucket of 2 per second, queue of 3: t is the next turn', async () => {
+    const { store } = onClock()
+    const shaper = leakyBucket({ name: 'shaper', store, ratePerSecond: 2, maxQueue: 3 })
+    for (let i = 0; i < 3; i++) await shaper.consume('k')
+    expect(rateLimitHeaders(await shaper.consume('k'), shaper.policy).RateLimit).toBe('"shaper";r=0;t=1')
+    expect(rateLimitHeaders(await shaper.consume('k'), shaper.policy)).toMatchObject({
+      RateLimit: '"shaper";r=0;t=1',
+      'Retry-After': '1',
+    })
+  })
+
+  it('refuses a policy restore it cannot use, naming it', () => {
+    const restore = { kind: 'steady', unitMs: -1 } as const
+    expect(codeOf(() => rateLimitHeaders(decision({}), { ...burst, restore }))).toBe(
+      'TOLLBOOTH_ERR_INVALID_OPTION',
+    )
   })
 })

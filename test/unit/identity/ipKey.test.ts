@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ipKey } from '../../../src/identity/ipKey.js'
+import { DEFAULT_IPV6_PREFIX, ipKey } from '../../../src/identity/ipKey.js'
 
 function codeOf(fn: () => unknown): unknown {
   try {
@@ -30,15 +30,19 @@ describe('ipKey', () => {
     expect(ipKey('::ffff:10.0.0.1', { ipv4Prefix: 8 })).toBe('10.0.0.0/8')
   })
 
-  it('reduces IPv6 to its /64 network', () => {
-    expect(ipKey('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1:2::/64')
-    expect(ipKey('2001:DB8:0001:0002:aaaa:bbbb:cccc:dddd')).toBe('2001:db8:1:2::/64')
-    expect(ipKey('2001:db8::1')).toBe('2001:db8::/64')
+  it('reduces IPv6 to its /56 network by default', () => {
+    expect(DEFAULT_IPV6_PREFIX).toBe(56)
+    expect(ipKey('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1::/56')
+    expect(ipKey('2001:DB8:0001:02ab:aaaa:bbbb:cccc:dddd')).toBe('2001:db8:1:200::/56')
+    expect(ipKey('2001:db8::1')).toBe('2001:db8::/56')
   })
 
-  it('puts two addresses of one /64 under one key and different /64s under different keys', () => {
-    expect(ipKey('2001:db8:abcd:12::1')).toBe(ipKey('2001:db8:abcd:12:ffff:ffff:ffff:ffff'))
-    expect(ipKey('2001:db8:abcd:12::1')).not.toBe(ipKey('2001:db8:abcd:13::1'))
+  it('puts the 256 /64s of one /56 under one key and the next /56 under another', () => {
+    const keys = new Set(
+      Array.from({ length: 256 }, (_, i) => ipKey(`2001:db8:abcd:12${i.toString(16).padStart(2, '0')}::1`)),
+    )
+    expect([...keys]).toEqual(['2001:db8:abcd:1200::/56'])
+    expect(ipKey('2001:db8:abcd:1200::1')).not.toBe(ipKey('2001:db8:abcd:1300::1'))
   })
 
   it('honours other IPv6 prefixes', () => {
@@ -50,7 +54,7 @@ describe('ipKey', () => {
   })
 
   it('drops a zone id', () => {
-    expect(ipKey('fe80::1:2:3:4%eth0')).toBe('fe80::/64')
+    expect(ipKey('fe80::1:2:3:4%eth0')).toBe('fe80::/56')
   })
 
   it("returns 'unknown' for anything that is not an address", () => {
