@@ -525,7 +525,7 @@ async function main(): Promise<void> {
   if (keys.some(needsApolloPlugin) && !(await apolloPluginBuilt())) {
     const skipped = keys.filter(needsApolloPlugin)
     console.log(
-      `tollbooth/apollo: not built (dist/apollo, exported as tollbooth/apollo); skipping ` +
+      `tollbooth/apollo: not built (dist/graphql/apollo, exported as tollbooth/apollo); skipping ` +
         `${skipped.map((key) => CONTENDER_NAMES[key]).join(', ')}`,
     )
     keys = keys.filter((key) => !needsApolloPlugin(key))

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import { ApolloServer } from '@apollo/server'
 import { expressMiddleware } from '@as-integrations/express5'
 import express from 'express'
-import { tollboothApolloPlugin } from '../src/apollo/index.js'
+import { tollboothApolloPlugin } from '../src/graphql/apollo/index.js'
 import type { GraphQLEndpoint, GraphQLSetup, GraphqlWsHooks, ServerContext } from './graphqlEndpoint.js'
 
 /**

@@ -1,4 +1,5 @@
 /** tollbooth — the limiter core: algorithms, stores, fail policy, and the helpers both adapters use. */
+
+export * from './core/headers.js'
 export * from './core/index.js'
-export * from './http/headers.js'
 export * from './identity/index.js'

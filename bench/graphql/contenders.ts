@@ -77,10 +77,10 @@ export function defaultContenders(options: { breakdown: boolean; calibrate: bool
   ]
 }
 
-/** The module of tollbooth's Apollo plugin, imported by name (dist/apollo once built). */
+/** The module of tollbooth's Apollo plugin, imported by name (dist/graphql/apollo once built). */
 export const APOLLO_PLUGIN_MODULE = 'tollbooth/apollo'
 
-/** Whether `tollbooth/apollo` can be imported: built into dist/apollo and exported by package.json. */
+/** Whether `tollbooth/apollo` can be imported: built into dist/graphql/apollo and exported by package.json. */
 export async function apolloPluginBuilt(): Promise<boolean> {
   try {
     await import(APOLLO_PLUGIN_MODULE)

@@ -14,7 +14,6 @@ import {
   validate,
 } from 'graphql'
 import { nonNegativeInteger } from '../core/validate.js'
-import { checkTollboothOptionKeys } from '../graphql/config.js'
 import {
   type CostAnalysisOptions,
   CostAnalyzer,
@@ -22,8 +21,9 @@ import {
   selectOperation,
 } from '../graphql/cost/costAnalyzer.js'
 import type { CostExplanation, FieldExplanation } from '../graphql/cost/explain.js'
+import { checkTollboothOptionKeys } from '../graphql/engine/resolveOptions.js'
 import { costDirectivesTypeDefs } from '../graphql/index.js'
-import type { TollboothGraphQLOptions } from '../graphql/options.js'
+import type { TollboothGraphQLOptions } from '../graphql/optionTypes.js'
 import { type CommandLine, type CommandSpec, parseCommandLine } from './args.js'
 import { EXIT_CODES_HELP, EXIT_OK, InputError, reportFailure } from './errors.js'
 import type { CliIo } from './io.js'

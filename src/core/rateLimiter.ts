@@ -1,4 +1,3 @@
-import type { RateLimitPolicy } from '../http/rateLimitHeaders.js'
 import type { Decision } from './decision.js'
 import { DenyCache } from './denyCache.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from './knownOptions.js'
@@ -9,6 +8,7 @@ import {
   type ResolvedLimiterOptions,
 } from './limiterBase.js'
 import { type QuotaRestore, quotaRestoreOf } from './quotaRestore.js'
+import type { RateLimitPolicy } from './rateLimitHeaders.js'
 import type { AlgorithmName, StoreRequest } from './stores/store.js'
 import { positiveInteger, validAmount, validKey } from './validate.js'
 

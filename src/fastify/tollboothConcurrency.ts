@@ -3,9 +3,9 @@ import fp from 'fastify-plugin'
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../core/knownOptions.js'
 import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
+import { type RateLimitPolicy, rateLimitHeaders } from '../core/rateLimitHeaders.js'
 import { isOptionsObject } from '../core/validate.js'
 import { leaseForResponse } from '../http/heldLease.js'
-import { type RateLimitPolicy, rateLimitHeaders } from '../http/rateLimitHeaders.js'
 import { refusal } from '../http/refusal.js'
 import {
   addReplyHeaders,

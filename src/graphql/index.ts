@@ -20,7 +20,7 @@ export type {
   SubscriptionOptions,
   TollboothGraphQLOptions,
   TollboothPlugin,
-} from './options.js'
+} from './optionTypes.js'
 export { type LimitExposure, type RefusalCode, RefusalCodes } from './refusal.js'
 export { maxAliasesRule } from './rules/maxAliases.js'
 export { maxDepthRule } from './rules/maxDepth.js'
@@ -28,7 +28,7 @@ export { maxDirectivesRule } from './rules/maxDirectives.js'
 export { maxFragmentsPerSelectionRule } from './rules/maxFragmentsPerSelection.js'
 export { maxIntrospectionFieldsRule } from './rules/maxIntrospectionFields.js'
 export { maxRootFieldsRule } from './rules/maxRootFields.js'
-export { type CostExtension, useTollbooth } from './useTollbooth.js'
+export { type CostExtension, useTollbooth } from './yoga/useTollbooth.js'
 
 /** SDL of `@cost`, `@listSize` and `@rateLimit`, to add to your type definitions (kept in `schema/`). */
 export const costDirectivesTypeDefs: string = readFileSync(

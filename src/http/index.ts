@@ -2,8 +2,9 @@
  * tollbooth/http — the same budgets at the HTTP edge: middlewares for node:http and Express/Connect (login, uploads,
  * concurrency, plain rate limits), with the RateLimit fields, Retry-After and problem+json answers of the core.
  */
+
+export * from '../core/headers.js'
 export { type ConcurrencyGuardOptions, concurrencyGuard } from './concurrencyGuard.js'
-export * from './headers.js'
 export {
   type JobAdmission,
   type JobAdmissionOptions,

@@ -3,10 +3,10 @@ import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { ConcurrencyLimiter } from '../core/limiters/concurrencyLimit.js'
 import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { RateLimiter } from '../core/rateLimiter.js'
+import { mergeRateLimitHeaders, type RateLimitPolicy, rateLimitHeaders } from '../core/rateLimitHeaders.js'
 import { isOptionsObject } from '../core/validate.js'
 import { renewWhileHeld } from './heldLease.js'
 import { validIdentity } from './rateLimit.js'
-import { mergeRateLimitHeaders, type RateLimitPolicy, rateLimitHeaders } from './rateLimitHeaders.js'
 import { type Refusal, refusal } from './refusal.js'
 
 export interface JobAdmissionOptions {

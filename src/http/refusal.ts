@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { Decision } from '../core/decision.js'
-import { PROBLEM_JSON_CONTENT_TYPE, quotaExceededProblem } from './problemJson.js'
-import { type RateLimitPolicy, rateLimitHeaders } from './rateLimitHeaders.js'
+import { PROBLEM_JSON_CONTENT_TYPE, quotaExceededProblem } from '../core/problemJson.js'
+import { type RateLimitPolicy, rateLimitHeaders } from '../core/rateLimitHeaders.js'
 
 /**
  * How a guard answers a refused request, whatever the server: the status, the headers (RateLimit fields,

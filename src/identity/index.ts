@@ -1,5 +1,5 @@
+export { HASHED_KEY_LENGTH, hashKey } from '../core/hashKey.js'
 export type { ClientIpOptions, ClientIpRequest, ClientIpResolver, TrustProxy } from './clientIp.js'
 export { clientIp, createClientIpResolver, UNKNOWN_IP } from './clientIp.js'
-export { HASHED_KEY_LENGTH, hashKey } from './hashKey.js'
 export type { IpKeyOptions } from './ipKey.js'
 export { createIpKeyer, DEFAULT_IPV4_PREFIX, DEFAULT_IPV6_PREFIX, ipKey } from './ipKey.js'

@@ -12,7 +12,7 @@ import { invalidOption } from '../core/errors.js'
 import type { BreakerState, DecisionEvent, LimiterHooks, StoreHooks } from '../core/hooks.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import { isOptionsObject, positiveInteger } from '../core/validate.js'
-import type { OperationEvent } from '../graphql/options.js'
+import type { OperationEvent } from '../graphql/optionTypes.js'
 import { ActiveIdentities } from './activeIdentities.js'
 import { ESTIMATE_ERROR_BOUND, EXACT_CAP } from './distinctCounter.js'
 

@@ -19,7 +19,7 @@ import { unwrapResolverError } from '@apollo/server/errors'
 import { startStandaloneServer } from '@apollo/server/standalone'
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from 'graphql'
 import { createYoga, maskError, type Plugin } from 'graphql-yoga'
-import { tollboothApolloPlugin } from '../../src/apollo/index.js'
+import { tollboothApolloPlugin } from '../../src/graphql/apollo/index.js'
 import {
   type CostExtension,
   type GraphQLContext,

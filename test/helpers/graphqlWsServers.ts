@@ -21,7 +21,7 @@ import type { Context, SubscribePayload } from 'graphql-ws'
 import { type Extra, useServer } from 'graphql-ws/use/ws'
 import { createYoga } from 'graphql-yoga'
 import { WebSocketServer } from 'ws'
-import { tollboothApolloPlugin } from '../../src/apollo/index.js'
+import { tollboothApolloPlugin } from '../../src/graphql/apollo/index.js'
 import { type TollboothGraphQLOptions, useTollbooth, withoutHttp } from '../../src/graphql/index.js'
 
 const HOST = '127.0.0.1'

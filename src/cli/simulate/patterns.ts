@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises'
 import { basename, extname } from 'node:path'
 import { closestName } from '../../core/knownOptions.js'
 import { InputError } from '../errors.js'
-import { formatTime } from './replay.js'
+import { formatTime } from './format.js'
 
 /** One request: when it arrives and which key (client) it is counted against. */
 export interface SimRequest {

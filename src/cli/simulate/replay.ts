@@ -12,6 +12,7 @@ import { slidingWindow } from '../../core/limiters/slidingWindow.js'
 import { tokenBucket } from '../../core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
 import { MemoryStore } from '../../core/stores/memoryStore.js'
+import { formatMs, formatRate } from './format.js'
 import type { Pattern } from './patterns.js'
 
 /** `limit` requests per `windowMs`, the nominal rate all four algorithms are configured for. */
@@ -146,22 +147,4 @@ export async function replay(pattern: Pattern, policy: Policy): Promise<Algorith
     runs.push({ algorithm, config, outcomes })
   }
   return runs
-}
-
-/** `1.667` for 100/60: three decimals at most, no trailing zeros. */
-export function formatRate(value: number): string {
-  return String(Number(value.toFixed(3)))
-}
-
-/** `61 s`, `11.9 s`: a time since the start of the simulation, in seconds. */
-export function formatTime(ms: number): string {
-  return `${formatRate(ms / 1000)} s`
-}
-
-/** A duration as people write it: `500 ms`, `1.5 s`, `60 s`, `5 min`, `2 h`. */
-export function formatMs(ms: number): string {
-  if (ms < 1000) return `${formatRate(ms)} ms`
-  if (ms < 120_000 || ms % 60_000 !== 0) return `${formatRate(ms / 1000)} s`
-  if (ms < 7_200_000 || ms % 3_600_000 !== 0) return `${formatRate(ms / 60_000)} min`
-  return `${formatRate(ms / 3_600_000)} h`
 }

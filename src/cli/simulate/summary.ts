@@ -5,15 +5,10 @@
  * one window length (where a fixed window's double spend at a boundary shows, and a token bucket's burst on top of
  * its refill), the longest run of consecutive refusals (how long a client is locked out) and when refusals start.
  */
+
+import { formatMs, formatTime } from './format.js'
 import type { Pattern } from './patterns.js'
-import {
-  ALGORITHM_LABELS,
-  type AlgorithmId,
-  type AlgorithmRun,
-  formatMs,
-  formatTime,
-  type Policy,
-} from './replay.js'
+import { ALGORITHM_LABELS, type AlgorithmId, type AlgorithmRun, type Policy } from './replay.js'
 
 export interface RefusalStreak {
   /** Consecutive refused requests, in arrival order. */

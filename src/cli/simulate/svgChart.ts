@@ -6,8 +6,9 @@
  * a plain static file that GitHub renders in a README (no scripts, no external fonts, a white background so it stays
  * readable in dark mode). All panels share both axes, so bars compare across algorithms at a glance.
  */
+
+import { formatMs, formatRate } from './format.js'
 import type { Outcome, Policy } from './replay.js'
-import { formatMs, formatRate } from './replay.js'
 import type { AlgorithmSummary, PatternReport } from './summary.js'
 
 export interface ChartPanel {

@@ -2,10 +2,10 @@
 // and a decision waiting for a faked one would never be sent.
 import { setImmediate as atEndOfTurn } from 'node:timers'
 import calculateSlot from 'cluster-key-slot'
-import { hashKey } from '../../identity/hashKey.js'
 import type { CircuitBreakerOptions } from '../circuitBreaker.js'
 import type { Clock } from '../clock.js'
 import { ErrorCodes, invalidOption, TollboothError } from '../errors.js'
+import { hashKey } from '../hashKey.js'
 import { emit, type StoreHooks, storeHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { nonEmptyString, positiveInteger } from '../validate.js'

@@ -19,7 +19,7 @@ import { chargedEvents } from '../engine/chargedEvents.js'
 import { callerRefusalResult } from '../engine/deliberateError.js'
 import { withoutHttp, withoutHttpErrors } from '../engine/operationResults.js'
 import { isAsyncIterable } from '../engine/subscriptionAdmission.js'
-import type { ParseFunction } from '../options.js'
+import type { ParseFunction } from '../optionTypes.js'
 
 /**
  * The graphql-ws `useServer` options tollbooth reads and replaces, spelled out without graphql-ws' types (so the

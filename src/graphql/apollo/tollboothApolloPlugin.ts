@@ -16,11 +16,12 @@ import {
   parse,
 } from 'graphql'
 import { TollboothError } from '../../core/errors.js'
-import { type Admission, AdmissionEngine } from '../engine/admissionEngine.js'
+import { AdmissionEngine } from '../engine/admissionEngine.js'
+import type { AdmittedOperation } from '../engine/admittedOperation.js'
 import { isDeliberateGraphQLError } from '../engine/deliberateError.js'
+import { hasNodeRequest } from '../engine/identity.js'
 import { newRequestState, type RequestState } from '../engine/requestState.js'
-import { hasNodeRequest } from '../identity.js'
-import type { GraphQLContext, TollboothGraphQLOptions } from '../options.js'
+import type { GraphQLContext, TollboothGraphQLOptions } from '../optionTypes.js'
 import { RefusalCodes } from '../refusal.js'
 import { apolloError, apolloRefusal, fitRefusalForApollo } from './apolloHttp.js'
 import { type GraphqlWsServerOptions, graphqlWsOptions } from './graphqlWs.js'
@@ -145,7 +146,7 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
       const request = requestOf(requestContext)
       const ordinal = request.operations
       checkContext(requestContext.schema, requestContext.contextValue, requestContext.logger)
-      let admission: Admission | undefined
+      let admission: AdmittedOperation | undefined
       /**
        * A parse-time guard's refusal. Apollo answers 500 to an error thrown before it has parsed and validated, so
        * the refusal is noted here, thrown once the operation is resolved, and answered in place of Apollo's own

@@ -9,22 +9,19 @@ import {
 } from 'graphql'
 import type { Decision } from '../../core/decision.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
-import { rateLimitHeaders } from '../../http/rateLimitHeaders.js'
-import { type ResolvedConfig, resolveConfig } from '../config.js'
+import { rateLimitHeaders } from '../../core/rateLimitHeaders.js'
 import {
   CostAnalyzer,
   costAnalysisOptions,
-  type PricedOperation,
   selectOperation,
   TooLargeToPriceError,
 } from '../cost/costAnalyzer.js'
 import type { IncrementalPayload } from '../cost/incrementalCount.js'
 import { instrumentResolvers } from '../cost/resolverWeights.js'
-import { FieldLimitExecutions } from '../fieldLimitExecutions.js'
-import { type FieldLimitDenial, FieldLimits } from '../fieldLimits.js'
-import { contextIp } from '../identity.js'
-import type { GraphQLContext, MaybePromise, ParseFunction, TollboothGraphQLOptions } from '../options.js'
-import { checkSourceBeforeParse, guardParse } from '../parseGuard.js'
+import { FieldLimitExecutions } from '../fieldLimits/fieldLimitExecutions.js'
+import { FieldLimits } from '../fieldLimits/fieldLimits.js'
+import type { FieldLimitDenial } from '../fieldLimits/limitedField.js'
+import type { GraphQLContext, MaybePromise, ParseFunction, TollboothGraphQLOptions } from '../optionTypes.js'
 import {
   limitDetails,
   limitMessage,
@@ -39,7 +36,10 @@ import { maxDirectivesRule } from '../rules/maxDirectives.js'
 import { maxFragmentsPerSelectionRule } from '../rules/maxFragmentsPerSelection.js'
 import { maxIntrospectionFieldsRule } from '../rules/maxIntrospectionFields.js'
 import { maxRootFieldsRule } from '../rules/maxRootFields.js'
+import { checkSourceBeforeParse, guardParse } from '../rules/parseGuard.js'
 import { firstStructuralError } from '../rules/structuralCheck.js'
+import type { AdmittedOperation, Charge, OperationArgs, PendingOperation, Stop } from './admittedOperation.js'
+import { contextIp } from './identity.js'
 import { settledParts } from './incrementalSettlement.js'
 import {
   budgetRefusal,
@@ -52,22 +52,10 @@ import {
   withoutHttp,
 } from './operationResults.js'
 import type { RequestState } from './requestState.js'
+import { type ResolvedConfig, resolveConfig } from './resolveOptions.js'
 import { actualCost, settleCharge } from './settlement.js'
 import { SubscriptionAdmission } from './subscriptionAdmission.js'
 import { WorkMeter } from './workMeter.js'
-
-/** One operation as the executor will run it: graphql-js' `ExecutionArgs` has this shape. */
-export interface OperationArgs {
-  readonly schema: GraphQLSchema
-  readonly document: DocumentNode
-  readonly operationName?: string | null | undefined
-  /** The raw variables the client sent. */
-  readonly variableValues?: Readonly<Record<string, unknown>> | null | undefined
-  readonly contextValue?: unknown
-}
-
-/** Answers the operation with `result` instead of running it. */
-export type Stop = (result: ExecutionResult) => void
 
 /** What a server tells the engine about itself. */
 export interface ServerAdapter {
@@ -78,36 +66,7 @@ export interface ServerAdapter {
   overHttp(context: GraphQLContext): boolean
 }
 
-/** An operation on its way through admission: what each step reads, and the refusal dry-run noted so far. */
-interface Pending {
-  /** The operation's context: where the request's state is found. */
-  readonly context: GraphQLContext
-  readonly schema: GraphQLSchema
-  readonly operation: OperationDefinitionNode
-  readonly state: RequestState | undefined
-  readonly stop: Stop
-  /** Undefined when the operation was too large to price (dry-run lets it run). */
-  priced: PricedOperation | undefined
-  cost: number
-  /** Dry-run: the first refusal enforcement would have answered. */
-  wouldRefuse: RefusalCode | undefined
-}
-
-/** What admission decided for one operation, kept to refund and report after execution. */
-export interface Admission extends Readonly<Omit<Pending, 'stop'>> {
-  readonly limiter: RateLimiter
-  readonly identity: string
-  readonly decision: Decision
-  /** What the operation's resolvers report of their work, and what it paid so far. */
-  readonly meter: WorkMeter
-  /** Whether the resolvers report to `meter` (the schema was instrumented). */
-  readonly metered: boolean
-}
-
 const EXHAUSTED = 'The budget cannot pay for more of this operation; the rest of it did not run.'
-
-/** A charge made at the door, as headers and `extensions.cost` describe it. */
-type Charge = Pick<Admission, 'cost' | 'decision' | 'limiter' | 'state' | 'wouldRefuse'>
 
 /** The budget decision: synchronous on a memory store, a `consume` (or a `peek` for a free operation) otherwise. */
 function decide(limiter: RateLimiter, identity: string, cost: number): MaybePromise<Decision> {
@@ -122,7 +81,7 @@ function decide(limiter: RateLimiter, identity: string, cost: number): MaybeProm
  * execution the refund, the report and `extensions.cost`. A server adapter (`useTollbooth` for Yoga/Envelop,
  * `tollboothApolloPlugin` for Apollo Server) calls these steps from its own hooks.
  *
- * The steps after pricing are methods taking a `Pending`, not closures made per operation: a step runs directly, or
+ * The steps after pricing are methods taking a `PendingOperation`, not closures made per operation: a step runs directly, or
  * after the promise it waits for, and admission is synchronous when nothing needs to wait (a memory store, a fixed
  * limiter, a synchronous `identify`, no sensitive field): most requests then pay no promise for it.
  */
@@ -371,7 +330,7 @@ export class AdmissionEngine {
     args: OperationArgs,
     state: RequestState | undefined,
     stop: Stop,
-  ): MaybePromise<Admission | undefined> {
+  ): MaybePromise<AdmittedOperation | undefined> {
     const { config } = this
     const context = (args.contextValue ?? {}) as GraphQLContext
     const operation = selectOperation(args.document, args.operationName)
@@ -383,7 +342,7 @@ export class AdmissionEngine {
       stop(refusedResult(config, structural, 0, this.server.overHttp(context)))
       return undefined
     }
-    const pending: Pending = {
+    const pending: PendingOperation = {
       context,
       schema: args.schema,
       operation,
@@ -454,23 +413,26 @@ export class AdmissionEngine {
    * more often than it occurs, under a list, pays for each further run as it runs: see FieldLimitExecutions.)
    */
   private afterFieldLimits(
-    pending: Pending,
+    pending: PendingOperation,
     denial: FieldLimitDenial | undefined,
-  ): MaybePromise<Admission | undefined> {
+  ): MaybePromise<AdmittedOperation | undefined> {
     if (denial !== undefined && this.refuse(pending, fieldRefusal(this.config, denial), denial.decision))
       return undefined
     return this.chooseLimiter(pending)
   }
 
   /** The budget this operation is charged to: the `limiter` option, or what it picks for the request. */
-  private chooseLimiter(pending: Pending): MaybePromise<Admission | undefined> {
+  private chooseLimiter(pending: PendingOperation): MaybePromise<AdmittedOperation | undefined> {
     const limiter = this.config.limiter(pending.context)
     if (limiter instanceof Promise) return limiter.then((chosen) => this.identifyCaller(pending, chosen))
     return this.identifyCaller(pending, limiter)
   }
 
   /** Whose budget: the `identify` option (the client IP by default). */
-  private identifyCaller(pending: Pending, limiter: RateLimiter): MaybePromise<Admission | undefined> {
+  private identifyCaller(
+    pending: PendingOperation,
+    limiter: RateLimiter,
+  ): MaybePromise<AdmittedOperation | undefined> {
     const identity = this.config.identify(pending.context)
     if (identity instanceof Promise) return identity.then((known) => this.charge(pending, limiter, known))
     return this.charge(pending, limiter, identity)
@@ -478,10 +440,10 @@ export class AdmissionEngine {
 
   /** Spends the operation's cost from the caller's budget (a free operation only peeks at it). */
   private charge(
-    pending: Pending,
+    pending: PendingOperation,
     limiter: RateLimiter,
     identity: string,
-  ): MaybePromise<Admission | undefined> {
+  ): MaybePromise<AdmittedOperation | undefined> {
     const decision = decide(limiter, identity, pending.cost)
     if (decision instanceof Promise)
       return decision.then((decided) => this.judge(pending, limiter, identity, decided))
@@ -493,11 +455,11 @@ export class AdmissionEngine {
    * budget is a 429. A free operation (only with `minCost: 0`) is never refused; its peek only feeds the headers.
    */
   private judge(
-    pending: Pending,
+    pending: PendingOperation,
     limiter: RateLimiter,
     identity: string,
     decision: Decision,
-  ): Admission | undefined {
+  ): AdmittedOperation | undefined {
     const { config } = this
     const { cost } = pending
     if (!decision.allowed && cost > 0) {
@@ -539,7 +501,7 @@ export class AdmissionEngine {
   }
 
   /** Refuses the operation (or, in dry-run, notes the refusal); answers whether admission stops here. */
-  private refuse(pending: Pending, error: GraphQLError, decision?: Decision): boolean {
+  private refuse(pending: PendingOperation, error: GraphQLError, decision?: Decision): boolean {
     const { config } = this
     const code = error.extensions.code as RefusalCode
     if (config.dryRun) {
@@ -571,7 +533,7 @@ export class AdmissionEngine {
    * paid back) — then report, add `extensions.cost` and note the headers in the request's state.
    */
   settle(
-    admission: Admission,
+    admission: AdmittedOperation,
     result: ExecutionResult,
     /**
      * The errors as execution raised them, where the result's are already formatted (Apollo): a `formatError` that
@@ -598,7 +560,7 @@ export class AdmissionEngine {
    * is sent before its first payload.
    */
   settleIncremental(
-    admission: Admission,
+    admission: AdmittedOperation,
     source: AsyncIterable<ExecutionResult>,
   ): AsyncIterableIterator<ExecutionResult> {
     const { config } = this
@@ -638,7 +600,7 @@ export class AdmissionEngine {
    * work outran it. An operation that exhausted its budget leaves the charge as the store took it (the budget owes
    * its whole quota, however much of the last debit it could take): nothing goes back.
    */
-  private settleMetered(admission: Admission, actual: number): { paid: number; balance: number } {
+  private settleMetered(admission: AdmittedOperation, actual: number): { paid: number; balance: number } {
     const { meter } = admission
     if (meter.exhausted)
       return { paid: actual, balance: -(admission.decision.remaining + admission.limiter.limit) }
@@ -649,7 +611,7 @@ export class AdmissionEngine {
   }
 
   /** What the resolvers of an admitted operation reported, or undefined where they do not report. */
-  private workOf(admission: Admission): number | undefined {
+  private workOf(admission: AdmittedOperation): number | undefined {
     return admission.metered ? admission.meter.work : undefined
   }
 
@@ -697,7 +659,7 @@ export class AdmissionEngine {
   }
 
   /** The `onOperation` event of an operation that ran and paid `paid`. */
-  private report(admission: Admission, paid: number): void {
+  private report(admission: AdmittedOperation, paid: number): void {
     this.config.onOperation?.(
       operationEvent(
         this.config,

@@ -1,5 +1,5 @@
 import type { ExecutionResult } from 'graphql'
-import type { MaybePromise } from '../options.js'
+import type { MaybePromise } from '../optionTypes.js'
 
 /** What charging one event decided: the result to send, and whether the subscription ends with it. */
 export interface ChargedEvent {

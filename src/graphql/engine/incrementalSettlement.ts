@@ -1,5 +1,5 @@
 import type { ExecutionResult, GraphQLError } from 'graphql'
-import type { MaybePromise } from '../options.js'
+import type { MaybePromise } from '../optionTypes.js'
 import type { CostExtension } from './operationResults.js'
 
 /** What settling an incremental response does at each payload, and at its end. */

@@ -1,11 +1,11 @@
 import { type ExecutionResult, GraphQLError, type OperationDefinitionNode } from 'graphql'
 import type { Decision } from '../../core/decision.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
-import { rateLimitHeaders } from '../../http/rateLimitHeaders.js'
-import type { ResolvedConfig } from '../config.js'
-import type { FieldLimitDenial } from '../fieldLimits.js'
-import type { OperationEvent } from '../options.js'
+import { rateLimitHeaders } from '../../core/rateLimitHeaders.js'
+import type { FieldLimitDenial } from '../fieldLimits/limitedField.js'
+import type { OperationEvent } from '../optionTypes.js'
 import { limitDetails, limitMessage, type RefusalCode, RefusalCodes, refusal } from '../refusal.js'
+import type { ResolvedConfig } from './resolveOptions.js'
 
 /** `extensions.cost` of a result, in Shopify's shape. */
 export interface CostExtension {

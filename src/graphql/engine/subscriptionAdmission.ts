@@ -7,10 +7,9 @@ import {
   type Lease,
 } from '../../core/limiters/concurrencyLimit.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
-import type { ResolvedConfig } from '../config.js'
-import type { GraphQLContext, MaybePromise } from '../options.js'
+import type { GraphQLContext, MaybePromise } from '../optionTypes.js'
 import { limitDetails, limitMessage, type RefusalCode, RefusalCodes, refusal } from '../refusal.js'
-import type { Admission, Stop } from './admissionEngine.js'
+import type { AdmittedOperation, Stop } from './admittedOperation.js'
 import type { ChargedEvent, SubscriptionHooks } from './chargedEvents.js'
 import {
   budgetRefusal,
@@ -20,6 +19,7 @@ import {
   retryAfterSeconds,
   withoutHttp,
 } from './operationResults.js'
+import type { ResolvedConfig } from './resolveOptions.js'
 import { actualCost, debitWork, spendNow } from './settlement.js'
 
 export type { SubscriptionHooks } from './chargedEvents.js'
@@ -65,7 +65,7 @@ export class SubscriptionAdmission {
    * Takes a lease for an admitted subscription. Undefined: refused for the cap (`stop` has been called, and what
    * admission charged is given back, as every other refusal spends nothing).
    */
-  async open(admission: Admission, stop: Stop): Promise<OpenSubscription | undefined> {
+  async open(admission: AdmittedOperation, stop: Stop): Promise<OpenSubscription | undefined> {
     const { config, leases } = this
     let lease: Lease | undefined
     let wouldRefuse = admission.wouldRefuse
@@ -127,7 +127,7 @@ export class SubscriptionAdmission {
    * size as the operation's, kept apart (`<name>-events`), so that what others publish can end a subscription but
    * never spend its owner's budget for queries.
    */
-  private async eventBudget(admission: Admission): Promise<RateLimiter> {
+  private async eventBudget(admission: AdmittedOperation): Promise<RateLimiter> {
     const chosen = this.config.eventLimiter?.(admission.context)
     if (chosen !== undefined) return chosen
     let twin = this.eventTwins.get(admission.limiter)
@@ -145,7 +145,7 @@ export class SubscriptionAdmission {
  * could not pay without debt is not sent: a RATE_LIMITED refusal is, and the subscription ends.
  */
 function eventCharger(
-  admission: Admission,
+  admission: AdmittedOperation,
   limiter: RateLimiter,
   config: ResolvedConfig,
   overHttp: boolean,

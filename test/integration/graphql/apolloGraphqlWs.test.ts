@@ -11,7 +11,7 @@ import { createClient, type ServerOptions } from 'graphql-ws'
 import { useServer } from 'graphql-ws/use/ws'
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
-import { tollboothApolloPlugin } from '../../../src/apollo/index.js'
+import { tollboothApolloPlugin } from '../../../src/graphql/apollo/index.js'
 import { tokenBucket } from '../../../src/index.js'
 
 const schema = buildSchema('type Query { hello: String }')

@@ -33,7 +33,7 @@ import {
 } from 'graphql'
 import { createYoga } from 'graphql-yoga'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { tollboothApolloPlugin } from '../../../src/apollo/index.js'
+import { tollboothApolloPlugin } from '../../../src/graphql/apollo/index.js'
 import { type CostExtension, type TollboothGraphQLOptions, useTollbooth } from '../../../src/graphql/index.js'
 import { tokenBucket } from '../../../src/index.js'
 import { type CorpusEntry, corpusDir, translateListSizes } from '../../helpers/githubCorpus.js'

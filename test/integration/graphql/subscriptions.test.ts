@@ -1,6 +1,6 @@
 /**
  * Subscriptions on a real stack, one suite run against both servers tollbooth has an adapter for, each in its own
- * recipe (test/helpers/graphqlWsServers.ts): graphql-yoga with useTollbooth (src/graphql/useTollbooth.ts), and
+ * recipe (test/helpers/graphqlWsServers.ts): graphql-yoga with useTollbooth (src/graphql/yoga/useTollbooth.ts), and
  * Apollo Server with tollboothApolloPlugin, whose `graphqlWs` options (src/graphql/apollo/graphqlWs.ts) admit every
  * operation over WebSocket. Each listens on 127.0.0.1 port 0 with a `ws` WebSocketServer on the same server running
  * graphql-ws's `useServer`; real graphql-ws clients connect to it. GraphQL over SSE is Yoga's own (`fetch` with

@@ -8,9 +8,10 @@
  */
 import { buildSchema, type ExecutionResult, type GraphQLError, parse } from 'graphql'
 import { describe, expect, it } from 'vitest'
-import { AdmissionEngine, type OperationArgs } from '../../../../src/graphql/engine/admissionEngine.js'
+import { AdmissionEngine } from '../../../../src/graphql/engine/admissionEngine.js'
+import type { OperationArgs } from '../../../../src/graphql/engine/admittedOperation.js'
 import { newRequestState } from '../../../../src/graphql/engine/requestState.js'
-import type { OperationEvent, TollboothGraphQLOptions } from '../../../../src/graphql/options.js'
+import type { OperationEvent, TollboothGraphQLOptions } from '../../../../src/graphql/optionTypes.js'
 import { MemoryStore, type RateLimiter, tokenBucket } from '../../../../src/index.js'
 
 const schema = buildSchema(/* GraphQL */ `

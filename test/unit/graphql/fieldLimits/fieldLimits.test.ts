@@ -1,8 +1,8 @@
 import { buildSchema, type OperationDefinitionNode, parse } from 'graphql'
 import { describe, expect, it } from 'vitest'
-import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
-import { FieldLimits } from '../../../src/graphql/fieldLimits.js'
-import { costDirectivesTypeDefs } from '../../../src/graphql/index.js'
+import { MemoryStore } from '../../../../src/core/stores/memoryStore.js'
+import { FieldLimits } from '../../../../src/graphql/fieldLimits/fieldLimits.js'
+import { costDirectivesTypeDefs } from '../../../../src/graphql/index.js'
 
 function schemaWith(mutationFields: string) {
   return buildSchema(

@@ -1,5 +1,5 @@
-import type { Decision } from '../core/decision.js'
-import { invalidOption } from '../core/errors.js'
+import type { Decision } from './decision.js'
+import { invalidOption } from './errors.js'
 
 const OWNER = 'quotaExceededProblem'
 

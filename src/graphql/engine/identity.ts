@@ -1,5 +1,5 @@
-import { type ClientIpRequest, type ClientIpResolver, UNKNOWN_IP } from '../identity/clientIp.js'
-import type { GraphQLContext } from './options.js'
+import { type ClientIpRequest, type ClientIpResolver, UNKNOWN_IP } from '../../identity/clientIp.js'
+import type { GraphQLContext } from '../optionTypes.js'
 
 /**
  * The Node request behind a GraphQL context: Yoga on Node passes it as `req`; the graphql-ws recipe passes

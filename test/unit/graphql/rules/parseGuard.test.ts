@@ -1,6 +1,6 @@
 import { type GraphQLError, parse } from 'graphql'
 import { describe, expect, it } from 'vitest'
-import { bracketNesting, guardParse } from '../../../src/graphql/parseGuard.js'
+import { bracketNesting, guardParse } from '../../../../src/graphql/rules/parseGuard.js'
 
 describe('bracketNesting', () => {
   it('counts { [ ( nesting', () => {

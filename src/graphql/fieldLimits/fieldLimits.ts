@@ -1,9 +1,7 @@
 import {
   type DocumentNode,
-  type FieldNode,
   type FragmentDefinitionNode,
   type GraphQLCompositeType,
-  type GraphQLField,
   type GraphQLInputType,
   type GraphQLSchema,
   getArgumentValues,
@@ -17,21 +15,20 @@ import {
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql'
-import type { Decision } from '../core/decision.js'
-import { ErrorCodes, invalidOption, TollboothError } from '../core/errors.js'
-import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
-import type { LimiterHooks } from '../core/hooks.js'
-import { closestName } from '../core/knownOptions.js'
-import { slidingWindow } from '../core/limiters/slidingWindow.js'
-import type { RateLimiter } from '../core/rateLimiter.js'
-import type { Store } from '../core/stores/store.js'
-import { isOptionsObject, oneOf, positiveInteger } from '../core/validate.js'
-import { hashKey } from '../identity/hashKey.js'
-import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../identity/ipKey.js'
-import { normalizeAccount } from '../identity/normalizeAccount.js'
-import { fragmentsOf, readPath } from './documentParts.js'
+import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
+import { type FailPolicy, failPolicies } from '../../core/failPolicy.js'
+import { hashKey } from '../../core/hashKey.js'
+import type { LimiterHooks } from '../../core/hooks.js'
+import { closestName } from '../../core/knownOptions.js'
+import { slidingWindow } from '../../core/limiters/slidingWindow.js'
+import type { Store } from '../../core/stores/store.js'
+import { isOptionsObject, oneOf, positiveInteger } from '../../core/validate.js'
+import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../../identity/ipKey.js'
+import { normalizeAccount } from '../../identity/normalizeAccount.js'
+import { fragmentsOf, readPath } from '../documentParts.js'
+import type { FieldLimitConfig } from '../optionTypes.js'
 import type { FieldLimitExecutions } from './fieldLimitExecutions.js'
-import type { FieldLimitConfig } from './options.js'
+import type { FieldLimitDenial, LimitedField, Occurrence } from './limitedField.js'
 
 const OWNER = 'useTollbooth'
 
@@ -46,33 +43,6 @@ export interface FieldLimitsOptions {
   readonly ipKeyOptions: Required<IpKeyOptions>
   /** Counts the runs of limited fields during execution; without it only admission counts (occurrences). */
   readonly executions?: FieldLimitExecutions
-}
-
-export interface LimitedField {
-  readonly coordinate: string
-  /** How the limit was given, for messages: `fieldLimits["Mutation.login"]` or `@rateLimit on Mutation.login`. */
-  readonly option: string
-  readonly limiter: RateLimiter
-  readonly by: readonly (readonly string[])[]
-  /**
-   * The key one call spends from: the client's network (grouped as the plugin's identity is, unless the field says
-   * otherwise) and the normalized `by` argument values, hashed.
-   */
-  keyOf(args: Readonly<Record<string, unknown>>, ip: string): string
-}
-
-/** One selection of a limited field in an operation. */
-export interface Occurrence {
-  readonly node: FieldNode
-  readonly field: GraphQLField<unknown, unknown>
-  readonly limit: LimitedField
-}
-
-/** A sensitive field's refusal: which field, and the limiter's decision. */
-export interface FieldLimitDenial {
-  readonly coordinate: string
-  readonly decision: Decision
-  readonly limiter: RateLimiter
 }
 
 /** What `selected` answers for the operations of a schema without limited fields: the common case, not allocated. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { Decision } from '../../../src/core/decision.js'
-import { PROBLEM_JSON_CONTENT_TYPE, quotaExceededProblem } from '../../../src/http/problemJson.js'
+import { PROBLEM_JSON_CONTENT_TYPE, quotaExceededProblem } from '../../../src/core/problemJson.js'
 
 function denied(retryAfterMs: number): Decision {
   return {

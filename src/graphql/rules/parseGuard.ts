@@ -1,5 +1,5 @@
 import { type DocumentNode, GraphQLError, Lexer, type ParseOptions, parse, Source, TokenKind } from 'graphql'
-import { limitRefusal, RefusalCodes, refusal } from './refusal.js'
+import { limitRefusal, RefusalCodes, refusal } from '../refusal.js'
 
 type ParseFn = (source: string | Source, options?: ParseOptions) => DocumentNode
 

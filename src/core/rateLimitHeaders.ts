@@ -1,8 +1,8 @@
-import type { Decision } from '../core/decision.js'
-import { invalidOption } from '../core/errors.js'
-import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
-import { msUntilMoreQuota, type QuotaRestore } from '../core/quotaRestore.js'
-import { isOptionsObject } from '../core/validate.js'
+import type { Decision } from './decision.js'
+import { invalidOption } from './errors.js'
+import { checkOptionKeys, optionNames } from './knownOptions.js'
+import { msUntilMoreQuota, type QuotaRestore } from './quotaRestore.js'
+import { isOptionsObject } from './validate.js'
 
 export type { QuotaRestore }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { hashKey } from '../../../src/identity/hashKey.js'
+import { hashKey } from '../../../src/core/hashKey.js'
 
 /** Published digest (hex) → the expected key: base64url, first 22 characters. */
 function expectedKey(hex: string): string {

@@ -4,12 +4,12 @@ import { fixedWindow } from '../../../src/core/limiters/fixedWindow.js'
 import { leakyBucket } from '../../../src/core/limiters/leakyBucket.js'
 import { slidingWindow } from '../../../src/core/limiters/slidingWindow.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
-import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import {
   mergeRateLimitHeaders,
   type RateLimitPolicy,
   rateLimitHeaders,
-} from '../../../src/http/rateLimitHeaders.js'
+} from '../../../src/core/rateLimitHeaders.js'
+import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import { VirtualClock } from '../../helpers/contract.js'
 
 function decision(overrides: Partial<Decision>): Decision {

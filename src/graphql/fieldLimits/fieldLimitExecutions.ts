@@ -6,7 +6,7 @@ import {
   isInterfaceType,
   isObjectType,
 } from 'graphql'
-import type { FieldLimitDenial, LimitedField } from './fieldLimits.js'
+import type { FieldLimitDenial, LimitedField } from './limitedField.js'
 
 /** What admission paid for one limited field and one key (client and `by` values), and how many runs since. */
 interface Runs {

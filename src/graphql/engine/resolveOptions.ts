@@ -1,15 +1,14 @@
-import { invalidOption } from '../core/errors.js'
-import { limiterHooksOption } from '../core/hooks.js'
-import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
-import { storeOption } from '../core/limiterBase.js'
-import type { RateLimiter } from '../core/rateLimiter.js'
-import type { Store } from '../core/stores/store.js'
-import { isOptionsObject, nonNegativeInteger, oneOf, positiveInteger } from '../core/validate.js'
-import { type ClientIpResolver, createClientIpResolver } from '../identity/clientIp.js'
-import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../identity/ipKey.js'
-import { costAnalysisOptionKeys } from './cost/costAnalyzer.js'
-import { checkCostMapKeys } from './cost/costModel.js'
-import { ipIdentity } from './identity.js'
+import { invalidOption } from '../../core/errors.js'
+import { limiterHooksOption } from '../../core/hooks.js'
+import { checkOptionKeys, optionNames } from '../../core/knownOptions.js'
+import { storeOption } from '../../core/limiterBase.js'
+import type { RateLimiter } from '../../core/rateLimiter.js'
+import type { Store } from '../../core/stores/store.js'
+import { isOptionsObject, nonNegativeInteger, oneOf, positiveInteger } from '../../core/validate.js'
+import { type ClientIpResolver, createClientIpResolver } from '../../identity/clientIp.js'
+import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../../identity/ipKey.js'
+import { costAnalysisOptionKeys } from '../cost/costAnalyzer.js'
+import { checkCostMapKeys } from '../cost/costModel.js'
 import type {
   FieldLimitConfig,
   GraphQLContext,
@@ -17,7 +16,8 @@ import type {
   OperationEvent,
   SubscriptionOptions,
   TollboothGraphQLOptions,
-} from './options.js'
+} from '../optionTypes.js'
+import { ipIdentity } from './identity.js'
 
 const OWNER = 'useTollbooth'
 

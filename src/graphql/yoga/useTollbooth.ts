@@ -1,12 +1,13 @@
 import type { ExecutionArgs, ExecutionResult } from 'graphql'
-import { type Admission, AdmissionEngine } from './engine/admissionEngine.js'
-import { chargedEvents } from './engine/chargedEvents.js'
-import { callerRefusalResult } from './engine/deliberateError.js'
-import { newRequestState, type RequestState } from './engine/requestState.js'
-import type { GraphQLContext, TollboothGraphQLOptions, TollboothPlugin } from './options.js'
-import { isRefusal } from './refusal.js'
+import { AdmissionEngine } from '../engine/admissionEngine.js'
+import type { AdmittedOperation } from '../engine/admittedOperation.js'
+import { chargedEvents } from '../engine/chargedEvents.js'
+import { callerRefusalResult } from '../engine/deliberateError.js'
+import { newRequestState, type RequestState } from '../engine/requestState.js'
+import type { GraphQLContext, TollboothGraphQLOptions, TollboothPlugin } from '../optionTypes.js'
+import { isRefusal } from '../refusal.js'
 
-export type { CostExtension } from './engine/operationResults.js'
+export type { CostExtension } from '../engine/operationResults.js'
 
 /**
  * The Yoga/Envelop plugin: parse-time guards, structural rules, cost, per-identity budget, sensitive-field limits,
@@ -76,7 +77,7 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
   }
 
   /** What `onExecute` answers for an admitted operation: settle its result once executed. */
-  const settleAfterExecution = (admission: Admission | undefined) => {
+  const settleAfterExecution = (admission: AdmittedOperation | undefined) => {
     if (admission === undefined) return undefined
     return {
       onExecuteDone({

@@ -1,6 +1,6 @@
 import { buildSchema, type ExecutionResult, execute, parse } from 'graphql'
 import { describe, expect, it } from 'vitest'
-import { hidesWork } from '../../../../src/graphql/cost/hiddenWork.js'
+import { hidesWork } from '../../../../src/graphql/engine/settlement.js'
 
 // Results come from graphql-js executing the query, so the nulls and paths are the ones it really produces.
 const schema = buildSchema(`

@@ -1,5 +1,5 @@
 import * as crypto from 'node:crypto'
-import { invalidArgument, invalidOption } from '../core/errors.js'
+import { invalidArgument, invalidOption } from './errors.js'
 
 const OWNER = 'hashKey'
 
