@@ -110,7 +110,9 @@ describe('the layers of src/', () => {
   it('reads the imports of every source file', () => {
     expect(graph.size).toBeGreaterThan(100)
     expect(graph.get('core/stores/redisStore.ts')).toContain('core/hashKey.ts')
-    expect(new Set(graph.get('index.ts'))).toEqual(new Set(['core/index.ts', 'core/headers.ts', 'identity/index.ts']))
+    expect(new Set(graph.get('index.ts'))).toEqual(
+      new Set(['core/index.ts', 'core/headers.ts', 'identity/index.ts']),
+    )
   })
 
   it('has no import from a lower layer to a higher one', () => {
