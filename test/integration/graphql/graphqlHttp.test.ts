@@ -883,6 +883,9 @@ describe.each(graphqlServerDrivers)('$pluginName options', (driver) => {
     ['limiter missing', {}, '"limiter"'],
     ['limiter not a limiter', { limiter: { consume: () => {} } }, '"limiter"'],
     ['maxCost -1', { limiter, maxCost: -1 }, '"maxCost"'],
+    // Every operation costs at least minCost: these would refuse them all.
+    ['minCost above maxCost', { limiter, minCost: 6000, maxCost: 5000 }, '"minCost"'],
+    ['minCost above what the limiter can hold (10)', { limiter, minCost: 11 }, '"minCost"'],
     ['limits.maxDepth 0', { limiter, limits: { maxDepth: 0 } }, '"limits.maxDepth"'],
     [
       'fieldLimits with a bad coordinate',
