@@ -22,7 +22,6 @@ import {
   type TollboothLoginOptions,
   tollboothLogin,
 } from '../../../src/fastify/index.js'
-import { normalizeAccount } from '../../../src/http/loginGuard.js'
 import { VirtualClock } from '../../helpers/contract.js'
 import { startRedis } from '../../helpers/redisServer.js'
 import {
@@ -39,6 +38,14 @@ const HOST = '127.0.0.1'
 const HOURLY = 1 / 3600
 const ALICE = 'alice@example.com'
 const ALICE_PASSWORD = 'correct horse battery staple'
+/** Spellings of alice's account, written out: the guard must count them as one account for reasons of its own. */
+const ALICE_SPELLINGS = [
+  ' Alice@Example.COM ',
+  'ＡＬＩＣＥ＠ｅｘａｍｐｌｅ．ｃｏｍ\u3000',
+  'al\u200bice@example.com',
+]
+/** What the handler's own lookup takes for alice (never the guard's normalizer, which is under test). */
+const ALICE_ACCOUNT = new Set([ALICE, ...ALICE_SPELLINGS])
 
 type LoginBody = { email?: unknown; password?: unknown } | undefined
 
@@ -67,7 +74,7 @@ async function startLoginApp(login: TollboothLogin, routes: (app: FastifyInstanc
     state.handled++
     const email = emailOf(request) ?? ''
     const password = (request.body as LoginBody)?.password
-    if (normalizeAccount(email) === ALICE && password === ALICE_PASSWORD) {
+    if (ALICE_ACCOUNT.has(email) && password === ALICE_PASSWORD) {
       await login.succeeded(request, email)
       return { ok: true }
     }
@@ -236,6 +243,37 @@ describe.each(storeKinds)('tollboothLogin on the %s store', (kind) => {
     expect(last.status).toBe(429)
     expect(last.body).toMatchObject({ 'violated-policies': [`${ctx.name}-ip`] })
     expect(app.handled).toBe(8)
+  })
+
+  it('counts variants of one account name as one account (trimmed, NFKC, lowercased, invisible characters)', async () => {
+    const app = await startLoginApp(
+      guardOf(ctx.fixture.store, ctx.name, { perIpAndAccount: { capacity: 3 } }),
+    )
+    const statuses: number[] = []
+    for (const spelling of ALICE_SPELLINGS) statuses.push((await post(app.port, spelling)).status)
+    const fourth = await post(app.port, ALICE)
+    expect(statuses).toEqual([401, 401, 401])
+    expect(fourth.status).toBe(429)
+    expect(fourth.body).toMatchObject({ 'violated-policies': [`${ctx.name}-pair`] })
+    expect(app.handled).toBe(3)
+  })
+
+  it('a success in another spelling clears the pair the other spellings spent', async () => {
+    const app = await startLoginApp(
+      guardOf(ctx.fixture.store, ctx.name, { perIpAndAccount: { capacity: 3 } }),
+    )
+    const statuses: number[] = []
+    statuses.push((await post(app.port, ALICE)).status)
+    statuses.push((await post(app.port, ALICE_SPELLINGS[0] as string)).status)
+    statuses.push((await post(app.port, ALICE_SPELLINGS[1] as string, ALICE_PASSWORD)).status)
+    // Cleared: three more failures in any spelling reach the handler, the fourth is refused.
+    for (const spelling of [ALICE, ...ALICE_SPELLINGS.slice(2), ALICE])
+      statuses.push((await post(app.port, spelling)).status)
+    const refused = await post(app.port, ALICE_SPELLINGS[0] as string)
+    expect(statuses).toEqual([401, 401, 200, 401, 401, 401])
+    expect(refused.status).toBe(429)
+    expect(refused.body).toMatchObject({ 'violated-policies': [`${ctx.name}-pair`] })
+    expect(app.handled).toBe(6)
   })
 
   it('answers an existing and an unknown account byte for byte alike, after the same store calls', async () => {
