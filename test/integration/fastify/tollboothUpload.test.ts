@@ -23,9 +23,9 @@ import {
   tollboothUpload,
   type UploadCharge,
 } from '../../../src/fastify/index.js'
+import { CountingStore } from '../../helpers/countingStore.js'
 import { chunk, lastChunk, RawHttpClient, requestHead } from '../../helpers/rawHttp.js'
 import { createStore, storeKinds } from '../../helpers/stores.js'
-import { CountingStore } from './countingStore.js'
 
 const MAX_BYTES = 1000
 const IDENTITY = '127.0.0.1'
