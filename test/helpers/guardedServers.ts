@@ -12,6 +12,7 @@ import { EventEmitter, once } from 'node:events'
 import {
   createServer,
   type IncomingMessage,
+  type OutgoingHttpHeaders,
   type Server,
   type ServerOptions,
   type ServerResponse,
@@ -70,8 +71,8 @@ export interface Exchange {
   readonly path: string
   /** What the body reading gave: parsed JSON, a Buffer, or a readable stream. */
   readonly body: unknown
-  /** Answers `status` with `body` of `contentType` (text/plain unless told). */
-  send(status: number, body?: string, contentType?: string): void
+  /** Answers `status` with `body` and `headers` (a content type of text/plain unless they name one). */
+  send(status: number, body?: string, headers?: OutgoingHttpHeaders): void
   /** Starts a 200 of `contentType` whose body the test writes and ends. */
   stream(contentType?: string): HeldResponse
   /** Hands `error` to the error path (as a route's failing body reader would). */
@@ -112,7 +113,12 @@ export interface GuardedServer {
   close(): Promise<void>
 }
 
-const defaultRoute: Route = (exchange) => exchange.send(200, 'ok', 'text/plain')
+const defaultRoute: Route = (exchange) => exchange.send(200, 'ok')
+
+function withContentType(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
+  const named = Object.keys(headers).some((name) => name.toLowerCase() === 'content-type')
+  return named ? headers : { 'content-type': 'text/plain', ...headers }
+}
 
 /** Serves `guard` then `route` on `kind`, listening on 127.0.0.1; `close` ends every connection. */
 export async function serveGuarded(
@@ -225,8 +231,8 @@ async function serveNode(
     req,
     path: req.url ?? '/',
     body: body === 'stream' ? req : req.body,
-    send: (status, text = '', contentType = 'text/plain') => {
-      res.writeHead(status, { 'content-type': contentType }).end(text)
+    send: (status, text = '', headers = {}) => {
+      res.writeHead(status, withContentType(headers)).end(text)
     },
     stream: (contentType = 'text/plain') => {
       const closed = closedOf(res)
@@ -316,8 +322,8 @@ async function serveFastify(
     req: request.raw,
     path: request.url,
     body: request.body,
-    send: (status, text = '', contentType = 'text/plain') => {
-      void reply.code(status).header('content-type', contentType).send(text)
+    send: (status, text = '', headers = {}) => {
+      void reply.code(status).headers(withContentType(headers)).send(text)
     },
     stream: (contentType = 'text/plain') => {
       const stream = new PassThrough()
