@@ -207,6 +207,15 @@ async function readBuffer(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks)
 }
 
+/** Headers set one by one, not by writeHead: `end` then gives the body its Content-Length. */
+function answer(res: ServerResponse, status: number, text: string, headers: OutgoingHttpHeaders): void {
+  res.statusCode = status
+  for (const [name, value] of Object.entries(withContentType(headers))) {
+    if (value !== undefined) res.setHeader(name, value)
+  }
+  res.end(text)
+}
+
 function closedOf(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => res.once('close', () => resolve()))
 }
@@ -224,16 +233,14 @@ async function serveNode(
   const answerError = (res: ServerResponse, error: unknown) => {
     state.error(error)
     if (res.headersSent) return
-    res.writeHead(statusOf(error), { 'content-type': 'application/json' }).end(errorBody(error))
+    answer(res, statusOf(error), errorBody(error), { 'content-type': 'application/json' })
   }
   const exchange = (req: IncomingMessage & { body?: unknown }, res: ServerResponse): Exchange => ({
     request: req,
     req,
     path: req.url ?? '/',
     body: body === 'stream' ? req : req.body,
-    send: (status, text = '', headers = {}) => {
-      res.writeHead(status, withContentType(headers)).end(text)
-    },
+    send: (status, text = '', headers = {}) => answer(res, status, text, headers),
     stream: (contentType = 'text/plain') => {
       const closed = closedOf(res)
       res.writeHead(200, { 'content-type': contentType })
