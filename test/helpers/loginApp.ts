@@ -6,17 +6,22 @@
  * `/login` alone). The same options build either guard: their
  * `account` reads the parsed body, which a Node request (after the parser) and a Fastify request both carry.
  */
+
+import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import type { IncomingMessage } from 'node:http'
 import net from 'node:net'
 import type { FastifyRequest } from 'fastify'
+import { afterEach, beforeEach, expect } from 'vitest'
 import type { DecisionEvent } from '../../src/core/hooks.js'
 import { leakyBucket } from '../../src/core/limiters/leakyBucket.js'
 import { tokenBucket } from '../../src/core/limiters/tokenBucket.js'
 import type { Store } from '../../src/core/stores/store.js'
 import { type TollboothLoginOptions, tollboothLogin } from '../../src/fastify/index.js'
 import { type LoginGuardOptions, loginGuard } from '../../src/http/loginGuard.js'
+import { VirtualClock } from './contract.js'
 import { type Exchange, type GuardedServer, type ServerKind, serveGuarded } from './guardedServers.js'
+import { createStore, type StoreFixture, type StoreKind } from './stores.js'
 
 export const HOST = '127.0.0.1'
 /** Tokens that never come back within a test: a refusal's Retry-After is the hour one token takes. */
@@ -194,4 +199,23 @@ export async function rawLogin(port: number, email: string): Promise<string> {
   return Buffer.concat(chunks)
     .toString('latin1')
     .replace(/^Date: .*\r\n/im, '')
+}
+
+/**
+ * A store of `kind` on a virtual clock for each test, with a limiter-name prefix of its own; after the test, no key
+ * it holds may lack a TTL. (A key may expire while they are listed: the account queues drain in milliseconds of real
+ * time, which Redis' TTLs run on.)
+ */
+export function useLoginStore(kind: StoreKind) {
+  const ctx = {} as { fixture: StoreFixture; clock: VirtualClock; name: string }
+  beforeEach(async () => {
+    ctx.clock = new VirtualClock()
+    ctx.fixture = await createStore(kind, ctx.clock.now)
+    ctx.name = `login-${randomUUID().slice(0, 8)}`
+  })
+  afterEach(async () => {
+    expect((await ctx.fixture.ttls()).filter((ttl) => ttl === -1)).toEqual([])
+    await ctx.fixture.close()
+  })
+  return ctx
 }

@@ -1,5 +1,4 @@
 import { EventEmitter, once } from 'node:events'
-import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { PassThrough } from 'node:stream'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -13,6 +12,7 @@ import {
   tollboothRateLimit,
 } from '../../../src/fastify/index.js'
 import { CountingStore } from '../../helpers/countingStore.js'
+import { startRequest } from '../../helpers/httpServer.js'
 
 const identify = (request: FastifyRequest) => String(request.headers['x-user'] ?? 'anonymous')
 
@@ -52,21 +52,6 @@ async function guardedApp(
   routes(app)
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   return { url, port: Number(new URL(url).port), app }
-}
-
-/** Sends a GET with `x-user`; resolves with the response once its first body chunk arrived. */
-function startRequest(url: string, user: string) {
-  return new Promise<{ res: IncomingMessage; req: ReturnType<typeof httpRequest>; first: string }>(
-    (resolve, reject) => {
-      const req = httpRequest(url, { headers: { 'x-user': user }, agent: false })
-      req.on('response', (res) => {
-        res.once('data', (chunk: Buffer) => resolve({ res, req, first: chunk.toString() }))
-        res.once('error', () => {})
-      })
-      req.once('error', reject)
-      req.end()
-    },
-  )
 }
 
 function leases(store: CountingStore, name: string): ConcurrencyLimiter {

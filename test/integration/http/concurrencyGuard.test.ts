@@ -5,7 +5,7 @@
  * Redis that is stopped, and option validation.
  */
 import { randomUUID } from 'node:crypto'
-import { request as httpRequest, type IncomingMessage } from 'node:http'
+import type { IncomingMessage } from 'node:http'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest'
@@ -25,7 +25,7 @@ import {
   serveGuarded,
 } from '../../helpers/guardedServers.js'
 import type { HttpGuardJob } from '../../helpers/httpGuardWorker.js'
-import { limitHeaders } from '../../helpers/httpServer.js'
+import { limitHeaders, startRequest } from '../../helpers/httpServer.js'
 import { type RedisProcess, startRedis } from '../../helpers/redisServer.js'
 import {
   createClusterClient,
@@ -54,22 +54,6 @@ async function serve(
 
 /** A route that starts its response and holds it open. */
 const holdingRoute = (exchange: Exchange) => exchange.stream().write('holding\n')
-
-/** Sends a GET with `x-user`; resolves with the response once its first body chunk arrived. */
-function startRequest(url: string, user: string) {
-  return new Promise<{ res: IncomingMessage; req: ReturnType<typeof httpRequest>; first: string }>(
-    (resolve, reject) => {
-      const req = httpRequest(url, { headers: { 'x-user': user }, agent: false })
-      req.on('error', () => {})
-      req.on('response', (res) => {
-        res.once('data', (chunk: Buffer) => resolve({ res, req, first: chunk.toString() }))
-        res.once('error', () => {})
-      })
-      req.once('error', reject)
-      req.end()
-    },
-  )
-}
 
 describe.each(['redis', 'cluster'] as const)('a SIGKILLed process holding leases on %s', (mode) => {
   it('its lease frees after leaseMs', async () => {

@@ -1,18 +1,11 @@
-/**
- * What `loginGuard` does on node:http beyond the cases every server runs (test/integration/httpGuards/login.test.ts):
- * a failure reported for a request it did not check, limiters failing open on a remote store (refused at startup,
- * unless chosen), and option validation. Real servers on 127.0.0.1 (port 0), real clients, nothing mocked.
- */
-import { randomUUID } from 'node:crypto'
 import http, { type IncomingMessage } from 'node:http'
 import { Redis } from 'ioredis'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it } from 'vitest'
 import { leakyBucket } from '../../../src/core/limiters/leakyBucket.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import { RedisStore } from '../../../src/core/stores/redisStore.js'
 import { loginGuard, normalizeAccount } from '../../../src/http/loginGuard.js'
-import { VirtualClock } from '../../helpers/contract.js'
 import { listenOnLoopback } from '../../helpers/httpServer.js'
 import {
   ALICE,
@@ -24,16 +17,10 @@ import {
   login,
   loginOptions,
   startLoginApp,
+  useLoginStore,
 } from '../../helpers/loginApp.js'
 import { startRedis } from '../../helpers/redisServer.js'
-import {
-  createStore,
-  limiterClientOptions,
-  type StoreFixture,
-  type StoreKind,
-  storeKinds,
-  whenReady,
-} from '../../helpers/stores.js'
+import { limiterClientOptions, storeKinds, whenReady } from '../../helpers/stores.js'
 
 const cleanups: (() => Promise<void> | void)[] = []
 
@@ -53,23 +40,8 @@ async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   return chunks.length === 0 ? undefined : JSON.parse(Buffer.concat(chunks).toString('utf8'))
 }
 
-/** A store of `kind` on a virtual clock for each test, with a limiter-name prefix of its own; no key without a TTL. */
-function useStore(kind: StoreKind) {
-  const ctx = {} as { fixture: StoreFixture; clock: VirtualClock; name: string }
-  beforeEach(async () => {
-    ctx.clock = new VirtualClock()
-    ctx.fixture = await createStore(kind, ctx.clock.now)
-    ctx.name = `login-${randomUUID().slice(0, 8)}`
-  })
-  afterEach(async () => {
-    expect((await ctx.fixture.ttls()).filter((ttl) => ttl === -1)).toEqual([])
-    await ctx.fixture.close()
-  })
-  return ctx
-}
-
 describe.each(storeKinds)('loginGuard on the %s store', (kind) => {
-  const ctx = useStore(kind)
+  const ctx = useLoginStore(kind)
 
   it('counts a failure reported for a request it did not check', async () => {
     const guard = loginGuard<LoginRequest>(

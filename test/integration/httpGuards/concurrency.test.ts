@@ -7,7 +7,7 @@
  * its own guard: test/integration/http/concurrencyGuard.test.ts, test/integration/fastify/tollboothConcurrency.test.ts.
  */
 import { randomUUID } from 'node:crypto'
-import { request as httpRequest, type IncomingMessage } from 'node:http'
+import type { IncomingMessage } from 'node:http'
 import { connect } from 'node:net'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { type ConcurrencyLimiter, concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
@@ -23,7 +23,7 @@ import {
   serveGuarded,
   serverKinds,
 } from '../../helpers/guardedServers.js'
-import { limitHeaders } from '../../helpers/httpServer.js'
+import { limitHeaders, startRequest } from '../../helpers/httpServer.js'
 import { createStore, type StoreFixture, storeKinds } from '../../helpers/stores.js'
 
 const identify = (req: { headers: IncomingMessage['headers'] }) =>
@@ -61,22 +61,6 @@ function holdingRoute() {
     held.push({ ...response, exchange })
   }
   return { held, route }
-}
-
-/** Sends a GET with `x-user`; resolves with the response once its first body chunk arrived. */
-function startRequest(url: string, user: string) {
-  return new Promise<{ res: IncomingMessage; req: ReturnType<typeof httpRequest>; first: string }>(
-    (resolve, reject) => {
-      const req = httpRequest(url, { headers: { 'x-user': user }, agent: false })
-      req.on('error', () => {})
-      req.on('response', (res) => {
-        res.once('data', (chunk: Buffer) => resolve({ res, req, first: chunk.toString() }))
-        res.once('error', () => {})
-      })
-      req.once('error', reject)
-      req.end()
-    },
-  )
 }
 
 const uniqueName = (what: string) => `${what}-${randomUUID().slice(0, 6)}`

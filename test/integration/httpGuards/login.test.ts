@@ -1,21 +1,11 @@
-/**
- * The login guard's behaviour, the same cases on node:http and Express (`loginGuard`) and Fastify
- * (`tollboothLogin`): real servers on 127.0.0.1 (port 0), real clients (fetch, raw sockets), on a MemoryStore, the
- * test Redis and the test Redis Cluster (on a virtual clock, so every delay and Retry-After is exact), and a private
- * redis-server stopped under the guard. Nothing is mocked. The app is test/helpers/loginApp.ts; what only one server
- * has stays beside its own guard: test/integration/http/loginGuard.test.ts,
- * test/integration/fastify/tollboothLogin.test.ts.
- */
-import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import net from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { Redis } from 'ioredis'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it } from 'vitest'
 import type { DecisionEvent } from '../../../src/core/hooks.js'
 import { RedisStore } from '../../../src/core/stores/redisStore.js'
 import type { LoginGuardOptions } from '../../../src/http/loginGuard.js'
-import { VirtualClock } from '../../helpers/contract.js'
 import type { GuardedServer } from '../../helpers/guardedServers.js'
 import { serverKinds } from '../../helpers/guardedServers.js'
 import {
@@ -29,16 +19,10 @@ import {
   loginOptions,
   rawLogin,
   startLoginApp,
+  useLoginStore,
 } from '../../helpers/loginApp.js'
 import { startRedis } from '../../helpers/redisServer.js'
-import {
-  createStore,
-  limiterClientOptions,
-  type StoreFixture,
-  type StoreKind,
-  storeKinds,
-  whenReady,
-} from '../../helpers/stores.js'
+import { limiterClientOptions, storeKinds, whenReady } from '../../helpers/stores.js'
 
 const cleanups: (() => Promise<void> | void)[] = []
 afterEach(async () => {
@@ -51,27 +35,8 @@ async function started(app: Promise<LoginApp>): Promise<LoginApp> {
   return server
 }
 
-/**
- * A store of `kind` on a virtual clock for each test, with a limiter-name prefix of its own; after the test, no key
- * it holds may lack a TTL. (A key may expire while they are listed: the account queues drain in milliseconds of real
- * time, which Redis' TTLs run on.)
- */
-function useStore(kind: StoreKind) {
-  const ctx = {} as { fixture: StoreFixture; clock: VirtualClock; name: string }
-  beforeEach(async () => {
-    ctx.clock = new VirtualClock()
-    ctx.fixture = await createStore(kind, ctx.clock.now)
-    ctx.name = `login-${randomUUID().slice(0, 8)}`
-  })
-  afterEach(async () => {
-    expect((await ctx.fixture.ttls()).filter((ttl) => ttl === -1)).toEqual([])
-    await ctx.fixture.close()
-  })
-  return ctx
-}
-
 describe.each(storeKinds)('the login guard on the %s store', (storeKind) => {
-  const ctx = useStore(storeKind)
+  const ctx = useLoginStore(storeKind)
 
   describe.each(serverKinds)('on %s', (kind) => {
     const start = (budgets?: Budgets, extra?: Partial<LoginGuardOptions<LoginRequest>>) =>
