@@ -219,3 +219,11 @@ export function useLoginStore(kind: StoreKind) {
   })
   return ctx
 }
+
+/** The error a guard throws for `message`'s option: TOLLBOOTH_ERR_INVALID_OPTION, its message containing it. */
+export function invalidOption(message: string) {
+  return expect.objectContaining({
+    code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+    message: expect.stringContaining(message),
+  })
+}

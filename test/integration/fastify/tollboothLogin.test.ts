@@ -5,16 +5,12 @@
 import { describe, expect, it } from 'vitest'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import { tollboothLogin } from '../../../src/fastify/index.js'
-import { emailOf, limiters } from '../../helpers/loginApp.js'
+import { emailOf, invalidOption, limiters } from '../../helpers/loginApp.js'
 
 describe('tollboothLogin options', () => {
   const store = new MemoryStore()
   const base = () => ({ ...limiters(store, 'options'), account: emailOf })
-  const invalid = (message: string) =>
-    expect.objectContaining({
-      code: 'TOLLBOOTH_ERR_INVALID_OPTION',
-      message: expect.stringContaining(message),
-    })
+  const invalid = invalidOption
 
   it('refuses unknown, mistyped and inconsistent options, naming this guard and the option', () => {
     expect(() => tollboothLogin({ ...base(), perIP: base().perIp } as never)).toThrow(

@@ -12,6 +12,7 @@ import {
   ALICE_PASSWORD,
   HOST,
   HOURLY,
+  invalidOption,
   type LoginRequest,
   limiters,
   login,
@@ -108,11 +109,7 @@ describe('loginGuard options', () => {
     ...limiters(store, 'options'),
     account: (req: LoginRequest) => String(req.body?.email),
   })
-  const invalid = (message: string) =>
-    expect.objectContaining({
-      code: 'TOLLBOOTH_ERR_INVALID_OPTION',
-      message: expect.stringContaining(message),
-    })
+  const invalid = invalidOption
 
   it('refuses an unknown key with the closest name', () => {
     expect(() => loginGuard({ ...base(), perIP: base().perIp } as never)).toThrow(
