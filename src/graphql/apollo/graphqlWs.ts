@@ -94,102 +94,103 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
   // A misspelt `context` would leave every WebSocket client without its request, sharing one budget: refused.
   if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
   checkOptionKeys(OWNER, options, GRAPHQL_WS_OPTIONS)
-  const schemaOption = options.schema as SchemaOption
-  if (schemaOption instanceof GraphQLSchema) engine.schemaChanged(schemaOption)
-  const ownOnSubscribe = options.onSubscribe as OnSubscribe | undefined
-  const parseFn = (options.parse as ParseFunction | undefined) ?? parse
-  const guardedParse = engine.wrapsParse ? engine.guardedParse(parseFn) : parseFn
-  const validateFn = (options.validate as Validate | undefined) ?? validate
-  const runExecute = (options.execute as Run | undefined) ?? execute
-  const runSubscribe = (options.subscribe as Run | undefined) ?? subscribe
+  const schema = options.schema as SchemaOption
+  if (schema instanceof GraphQLSchema) engine.schemaChanged(schema)
+  const admission = new WebSocketAdmission(engine, checkContext, {
+    schema,
+    onSubscribe: options.onSubscribe as OnSubscribe | undefined,
+    parse: (options.parse as ParseFunction | undefined) ?? parse,
+    validate: (options.validate as Validate | undefined) ?? validate,
+    execute: (options.execute as Run | undefined) ?? execute,
+    subscribe: (options.subscribe as Run | undefined) ?? subscribe,
+  })
+  return {
+    ...options,
+    onSubscribe: (ctx: unknown, id: string, payload: SubscribePayload) =>
+      admission.onSubscribe(ctx, id, payload),
+    execute: (args: ExecutionArgs) => admission.execute(args),
+    subscribe: (args: ExecutionArgs) => admission.subscribe(args),
+  }
+}
 
-  /**
-   * The parse-time guards on text the application's own `onSubscribe` may parse itself: its refusal, if any. The
-   * nesting scan comes before any parser, which is recursive and overflows the stack on a few thousand levels.
-   */
-  const refuseText = (query: string): GraphQLError[] | undefined => {
-    try {
-      engine.checkLength(query)
-      if (engine.guardsParse) engine.checkBeforeParse(query)
-      return undefined
-    } catch (error) {
-      if (error instanceof GraphQLError) return [withoutHttp(error)]
-      throw error
-    }
+/** The application's own graphql-ws functions, or graphql-js' where it gave none. */
+interface ApplicationFunctions {
+  readonly schema: SchemaOption
+  readonly onSubscribe: OnSubscribe | undefined
+  readonly parse: ParseFunction
+  readonly validate: Validate
+  readonly execute: Run
+  readonly subscribe: Run
+}
+
+/** Every operation over graphql-ws, from its text to its events, through the engine's steps. */
+class WebSocketAdmission {
+  private readonly guardedParse: ParseFunction
+
+  constructor(
+    private readonly engine: AdmissionEngine,
+    private readonly checkContext: (schema: GraphQLSchema, context: unknown) => void,
+    private readonly own: ApplicationFunctions,
+  ) {
+    this.guardedParse = engine.wrapsParse ? engine.guardedParse(own.parse) : own.parse
   }
 
-  const onSubscribe: OnSubscribe = async (ctx, id, payload) => {
-    if (ownOnSubscribe !== undefined) {
-      const refused = refuseText(payload.query)
+  async onSubscribe(ctx: unknown, id: string, payload: SubscribePayload): Promise<unknown> {
+    const { engine, own } = this
+    if (own.onSubscribe !== undefined) {
+      const refused = this.refuseText(payload.query)
       if (refused !== undefined) return refused
     }
-    const own = await ownOnSubscribe?.(ctx, id, payload)
-    if (Array.isArray(own)) return own
-    if (own !== undefined && own !== null) {
+    const answered = await own.onSubscribe?.(ctx, id, payload)
+    if (Array.isArray(answered)) return answered
+    if (answered !== undefined && answered !== null) {
       // The application built the arguments (and validated them as it saw fit): the structural rules still apply.
-      const args = own as ExecutionArgs
-      const refused = engine.structuralRefusal(args.document)
-      return refused === undefined ? own : [withoutHttp(refused)]
+      const refused = engine.structuralRefusal((answered as ExecutionArgs).document)
+      return refused === undefined ? answered : [withoutHttp(refused)]
     }
     let document: DocumentNode
     try {
       engine.checkLength(payload.query)
-      document = guardedParse(payload.query)
+      document = this.guardedParse(payload.query)
     } catch (error) {
       if (error instanceof GraphQLError) return [withoutHttp(error)]
       throw error
     }
     const args = { operationName: payload.operationName, document, variableValues: payload.variables }
-    const schema =
-      typeof schemaOption === 'function' ? await schemaOption(ctx, id, payload, args) : schemaOption
+    const schema = typeof own.schema === 'function' ? await own.schema(ctx, id, payload, args) : own.schema
     if (schema === undefined) throw new Error('The GraphQL schema is not provided')
     // The structural rules first, on their own: graphql-js' rules cost far more on a hostile document.
     const refused = engine.structuralRefusal(document)
     if (refused !== undefined) return [withoutHttp(refused)]
-    const errors = validateFn(schema, document, specifiedRules)
+    const errors = own.validate(schema, document, specifiedRules)
     return errors.length > 0 ? errors.map(withoutHttp) : { ...args, schema }
   }
 
-  /**
-   * Admission over the WebSocket. A GraphQLError that `identify` or `limiter` raise on purpose (a 401, say) refuses
-   * the operation as a refusal would, rather than closing the socket with 4500; anything else is graphql-ws' to
-   * handle, as any unexpected error.
-   */
-  const admit = async (args: ExecutionArgs, stop: (result: ExecutionResult) => void) => {
-    checkContext(args.schema, args.contextValue)
-    try {
-      return await engine.admit(args, undefined, stop)
-    } catch (error) {
-      stop(callerRefusalResult(error))
-      return undefined
-    }
-  }
-
-  const admittedExecute = async (args: ExecutionArgs) => {
+  async execute(args: ExecutionArgs): Promise<unknown> {
     let refusal: ExecutionResult | undefined
-    const admission = await admit(args, (result) => {
+    const admission = await this.admit(args, (result) => {
       refusal = result
     })
     if (refusal !== undefined) return withoutHttpErrors(refusal)
-    const result = await runExecute(args)
+    const result = await this.own.execute(args)
     if (admission === undefined || isAsyncIterable(result)) return result
     // A sensitive field run past its limit while the operation ran is a field error built for HTTP.
-    return withoutHttpErrors(engine.settle(admission, result as ExecutionResult))
+    return withoutHttpErrors(this.engine.settle(admission, result as ExecutionResult))
   }
 
-  const admittedSubscribe = async (args: ExecutionArgs) => {
+  async subscribe(args: ExecutionArgs): Promise<unknown> {
     let refusal: ExecutionResult | undefined
     const stop = (result: ExecutionResult) => {
       refusal = result
     }
-    const admission = await admit(args, stop)
+    const admission = await this.admit(args, stop)
     if (refusal !== undefined) return withoutHttpErrors(refusal)
-    if (admission === undefined) return runSubscribe(args)
-    const subscription = await engine.subscriptions.open(admission, stop)
+    if (admission === undefined) return this.own.subscribe(args)
+    const subscription = await this.engine.subscriptions.open(admission, stop)
     if (subscription === undefined) return refusal === undefined ? undefined : withoutHttpErrors(refusal)
     let result: unknown
     try {
-      result = await runSubscribe(args)
+      result = await this.own.subscribe(args)
     } catch (error) {
       subscription.failed()
       throw error
@@ -202,5 +203,33 @@ export function graphqlWsOptions<TOptions extends GraphqlWsServerOptions>(
       : chargedEvents(result as AsyncIterable<ExecutionResult>, hooks, withoutHttpErrors)
   }
 
-  return { ...options, onSubscribe, execute: admittedExecute, subscribe: admittedSubscribe }
+  /**
+   * The parse-time guards on text the application's own `onSubscribe` may parse itself: its refusal, if any. The
+   * nesting scan comes before any parser, which is recursive and overflows the stack on a few thousand levels.
+   */
+  private refuseText(query: string): GraphQLError[] | undefined {
+    try {
+      this.engine.checkLength(query)
+      if (this.engine.guardsParse) this.engine.checkBeforeParse(query)
+      return undefined
+    } catch (error) {
+      if (error instanceof GraphQLError) return [withoutHttp(error)]
+      throw error
+    }
+  }
+
+  /**
+   * Admission over the WebSocket. A GraphQLError that `identify` or `limiter` raise on purpose (a 401, say) refuses
+   * the operation as a refusal would, rather than closing the socket with 4500; anything else is graphql-ws' to
+   * handle, as any unexpected error.
+   */
+  private async admit(args: ExecutionArgs, stop: (result: ExecutionResult) => void) {
+    this.checkContext(args.schema, args.contextValue)
+    try {
+      return await this.engine.admit(args, undefined, stop)
+    } catch (error) {
+      stop(callerRefusalResult(error))
+      return undefined
+    }
+  }
 }
