@@ -18,7 +18,7 @@ const OPTIONS = optionNames<TokenBucketOptions>({
 })
 
 /**
- * Token bucket as GCRA: one stored number per key, millisecond-exact refill, cost-weighted. A cost above `capacity`
+ * Token bucket as GCRA (algorithms/gcra.ts; on Redis, stores/lua/gcra.ts): one stored number per key, millisecond-exact refill, cost-weighted. A cost above `capacity`
  * is always denied. Use it for budgets that allow bursts (API quotas, GraphQL cost budgets).
  */
 export function tokenBucket(options: TokenBucketOptions): RateLimiter {

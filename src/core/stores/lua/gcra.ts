@@ -1,5 +1,5 @@
 /**
- * Lua twin of `algorithms/gcra.ts`. The key holds the theoretical arrival time (TAT, µs).
+ * The token bucket's and the leaky bucket's script: the Lua twin of `algorithms/gcra.ts`. The key holds the theoretical arrival time (TAT, µs).
  * a1: emission interval µs · a2: burst tolerance µs · a3: µs the cost adds (consume, debit) or gives back (refund).
  */
 export const gcraFunction = `
