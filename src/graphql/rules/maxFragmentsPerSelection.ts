@@ -5,7 +5,8 @@ import { EXPOSE_LIMITS, type LimitExposure, limitRefusal, RefusalCodes } from '.
  * Refuses an operation in which one selection set spreads more than `max` distinct fragments (in the operation or
  * in a fragment it spreads). graphql-js' OverlappingFieldsCanBeMergedRule compares the fragments spread into one
  * selection set pairwise, without a budget: 350 fragments spread under one field (20 kB, within every other limit)
- * take it a hundred times longer to validate than tollbooth's rules take to refuse them. With `exposeLimits: false` the refusal does not name `max`.
+ * take it far longer to validate than tollbooth's rules take to refuse them (docs/graphql.md). With `exposeLimits:
+ * false` the refusal does not name `max`.
  */
 export function maxFragmentsPerSelectionRule(
   max: number,
