@@ -14,6 +14,7 @@ import type { RateLimiter } from '../../../src/core/rateLimiter.js'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import type { Store } from '../../../src/core/stores/store.js'
 import { type TollboothFastifyOptions, tollboothRateLimit } from '../../../src/fastify/index.js'
+import { HangUpTraffic } from '../../helpers/rawHttp.js'
 import { createStore, type StoreFixture, storeKinds } from '../../helpers/stores.js'
 
 const QUOTA_EXCEEDED = {
@@ -207,6 +208,40 @@ describe('tollboothRateLimit callbacks and answers', () => {
     const failures = [await get(`${url}/wrong`), await get(`${url}/wrong`), await get(`${url}/wrong`)]
     expect(failures.map(({ status }) => status)).toEqual([401, 401, 429])
     expect(refunds).toBe(5)
+  })
+
+  it('refundWhen with clients hanging up while the handler works (status still 200): a budget of 5 runs it 5 times in 50 attempts', async () => {
+    let refunds = 0
+    let asked = 0
+    const limiter = tokenBucket({
+      name: uniqueName(),
+      capacity: 5,
+      refillPerSecond: 0.0001,
+      hooks: { onDecision: (event) => void (event.op === 'refund' && refunds++) },
+    })
+    const traffic = new HangUpTraffic()
+    const { url } = await limitedApp(
+      {
+        limiter,
+        identify: () => 'one',
+        refundWhen: (_request, reply) => {
+          asked++
+          return reply.statusCode < 400
+        },
+      },
+      (app) => {
+        app.get('/login', async (_request, reply) => {
+          await traffic.routeHas(reply.raw)
+          return reply.code(401).send({ error: 'invalid credentials' })
+        })
+      },
+    )
+    const answered = await traffic.send(Number(new URL(url).port), '/login', 50)
+    expect(traffic.reached).toBe(5)
+    expect(answered).toEqual(Array(45).fill(429))
+    expect(refunds).toBe(0)
+    expect(asked).toBe(0)
+    expect((await get(`${url}/login`)).status).toBe(429)
   })
 
   it('skip: a skipped request spends nothing and carries no RateLimit fields', async () => {

@@ -26,6 +26,7 @@ import {
   limitHeaders,
   serveGuarded,
 } from '../../helpers/httpServer.js'
+import { HangUpTraffic } from '../../helpers/rawHttp.js'
 import { type RedisProcess, startRedis } from '../../helpers/redisServer.js'
 import { createStore, limiterClientOptions, type StoreFixture, storeKinds } from '../../helpers/stores.js'
 
@@ -197,7 +198,7 @@ describe.each(flavours)('rateLimit with %s', (flavour: Flavour) => {
     expect(refunds.count).toBe(10)
   })
 
-  it('refundWhen counting only successes: failures and an aborted response are given back', async () => {
+  it('refundWhen counting only successes: failures are given back, a response its client left is not, whatever its status', async () => {
     const refunds = refundCounter()
     const limiter = tokenBucket({
       name: 'successes',
@@ -205,35 +206,65 @@ describe.each(flavours)('rateLimit with %s', (flavour: Flavour) => {
       refillPerSecond: 0.01,
       hooks: refunds.hooks,
     })
-    const unfinished: boolean[] = []
+    const traffic = new HangUpTraffic()
     const app = await serve(
       flavour,
-      rateLimit({
-        limiter,
-        refundWhen: async (_req, res) => {
-          if (!res.writableFinished) unfinished.push(true)
-          return !res.writableFinished || res.statusCode >= 400
-        },
-      }),
+      rateLimit({ limiter, refundWhen: async (_req, res) => res.statusCode >= 400 }),
       (req, res) => {
-        // /hang never answers: its client gives up.
-        if (req.url !== '/hang') res.writeHead(req.url === '/fail' ? 500 : 200).end()
+        // /hang has set a failing status but not sent it when its client gives up.
+        if (req.url === '/hang') {
+          res.statusCode = 503
+          traffic.routeHas(res)
+        } else res.writeHead(req.url === '/fail' ? 500 : 200).end()
       },
     )
     for (let i = 1; i <= 3; i++) {
       expect((await fetch(`${app.url}/fail`)).status).toBe(500)
       await refunds.reach(i)
     }
-    const socket = connect(app.port, '127.0.0.1')
-    socket.on('error', () => {})
-    socket.write('GET /hang HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
-    while (app.routeHits < 4) await new Promise((resolve) => setImmediate(resolve))
-    socket.destroy()
-    await refunds.reach(4)
-    expect(unfinished).toEqual([true])
+    expect(await traffic.send(app.port, '/hang', 1)).toEqual([])
+    // The hung-up request keeps its token: 1 of 2 left.
     const statuses: number[] = []
     for (let i = 0; i < 3; i++) statuses.push((await fetch(app.url)).status)
-    expect(statuses).toEqual([200, 200, 429])
+    expect(statuses).toEqual([200, 429, 429])
+    expect(refunds.count).toBe(3)
+  })
+
+  it('refundWhen with clients hanging up while the route works (status still 200): a budget of 5 runs the route 5 times in 50 attempts', async () => {
+    const refunds = refundCounter()
+    const limiter = tokenBucket({
+      name: 'hang-ups',
+      capacity: 5,
+      refillPerSecond: 0.0001,
+      hooks: refunds.hooks,
+    })
+    const traffic = new HangUpTraffic()
+    let asked = 0
+    const app = await serve(
+      flavour,
+      rateLimit({
+        limiter,
+        identify: () => 'one',
+        refundWhen: (_req, res) => {
+          asked++
+          return res.statusCode < 400
+        },
+      }),
+      (_req, res) => {
+        // The route's work ends after its client left; the 401 it then answers is read by nobody.
+        traffic.routeHas(res).then(() => {
+          res.statusCode = 401
+          res.end()
+        })
+      },
+    )
+    const answered = await traffic.send(app.port, '/login', 50)
+    expect(traffic.reached).toBe(5)
+    expect(answered).toEqual(Array(45).fill(429))
+    expect(refunds.count).toBe(0)
+    expect(asked).toBe(0)
+    // Answered requests are refused too: the 5 hang-ups spent the budget.
+    expect((await fetch(`${app.url}/login`)).status).toBe(429)
   })
 
   it('two guards on one route: the client sees both budgets, and the refusing one waits longest', async () => {
