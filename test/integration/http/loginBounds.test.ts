@@ -436,6 +436,51 @@ describe('loginGuard before a body parser', () => {
   })
 })
 
+describe('loginGuard after a body parser that does not take the content type', () => {
+  it('refuses a text/plain body with 400, warning that the parser before it skipped that content type', async () => {
+    const guard = loginGuard<express.Request>({
+      ...options({ perAccount: { ratePerSecond: 1000, maxQueue: 100 } }),
+      account: (req) => (typeof req.body?.email === 'string' ? req.body.email : undefined),
+    })
+    const warnings: (Error & { code?: string })[] = []
+    const onWarning = (warning: Error & { code?: string }) => {
+      if (warning.code === 'TOLLBOOTH_LOGIN_BODY_NOT_PARSED') warnings.push(warning)
+    }
+    process.on('warning', onWarning)
+    cleanups.push(() => {
+      process.off('warning', onWarning)
+    })
+    let routeHits = 0
+    const server = express()
+    server.post('/login', express.json(), guard, (_req, res) => {
+      routeHits++
+      res.status(401).end()
+    })
+    const port = await listen(http.createServer(server))
+    const plain = () =>
+      fetch(`http://${HOST}:${port}/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain', 'x-forwarded-for': '10.3.1.1' },
+        body: JSON.stringify({ email: ALICE, password: 'wrong' }),
+      }).then(async (response) => {
+        await response.arrayBuffer()
+        return response.status
+      })
+    expect([await plain(), await plain()]).toEqual([400, 400])
+    expect(routeHits).toBe(0)
+    while (warnings.length === 0) await new Promise((resolve) => setImmediate(resolve))
+    expect(warnings).toHaveLength(1)
+    expect(warnings[0]?.message).toBe(
+      'loginGuard: a login request carries a body (content-type "text/plain") that the body parser before ' +
+        'loginGuard did not parse, and names no account: such requests are refused with 400. If your clients send ' +
+        'that content type, have a parser before loginGuard take it.',
+    )
+    expect(warnings[0]?.message).not.toContain('run your body parser')
+    expect((await attempt(port, { email: ALICE, from: '10.3.1.2' })).status).toBe(401)
+    expect(routeHits).toBe(1)
+  })
+})
+
 /** One attempt on a raw socket presenting `token`: the whole answer without its `Date` line. */
 async function raw(port: number, email: string, token: string | undefined): Promise<string> {
   const payload = JSON.stringify({ email, password: 'wrong' })
