@@ -7,10 +7,12 @@ import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import type { Store } from '../core/stores/store.js'
 import {
   isOptionsObject,
+  MAX_TIMER_MS,
   nonNegativeInteger,
   oneOf,
   positiveInteger,
   positiveNumber,
+  timerMs,
 } from '../core/validate.js'
 import type { TrustProxy } from '../identity/clientIp.js'
 import { resolveIpKeyOptions } from '../identity/ipKey.js'
@@ -209,7 +211,7 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
       'maxConnectionsPerIdentity',
       options.maxConnectionsPerIdentity ?? 10,
     ),
-    leaseMs: positiveInteger(owner, 'leaseMs', options.leaseMs ?? 30_000),
+    leaseMs: timerMs(owner, 'leaseMs', options.leaseMs ?? 30_000),
     name: limiterPrefix(options.name),
     hooks: options.hooks === undefined ? undefined : limiterHooksOption(owner, options.hooks),
     handshakesPerIp:
@@ -236,7 +238,7 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
     abuseFactor: positiveNumber(owner, 'abuseFactor', options.abuseFactor ?? 10),
     identityMessages: resolveIdentityMessages(options.identityMessages ?? false),
     maxBufferedBytes: positiveInteger(owner, 'maxBufferedBytes', options.maxBufferedBytes ?? 1024 * 1024),
-    heartbeatMs: nonNegativeInteger(owner, 'heartbeatMs', options.heartbeatMs ?? 30_000),
+    heartbeatMs: heartbeatOption(owner, options.heartbeatMs ?? 30_000),
     maxSubscriptionsPerConnection: nonNegativeInteger(
       owner,
       'maxSubscriptionsPerConnection',
@@ -273,4 +275,18 @@ function limiterPrefix(name: unknown): string {
     throw invalidOption(owner, 'name', 'a string of 1 to 64 characters without "{" or "}"', name)
   }
   return name
+}
+
+/** `heartbeatMs`: 0 turns the heartbeat off; anything else is the interval of a timer. */
+function heartbeatOption(owner: string, value: unknown): number {
+  if (value === 0) return 0
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_TIMER_MS) {
+    throw invalidOption(
+      owner,
+      'heartbeatMs',
+      `0 (off) or a positive integer of at most ${MAX_TIMER_MS} (2^31 - 1)`,
+      value,
+    )
+  }
+  return value
 }

@@ -856,6 +856,11 @@ describe('invalid options', () => {
     { option: 'maxConnectionsPerIdentity', options: { maxConnectionsPerIdentity: 0 } },
     { option: 'maxConnectionsPerIdentity', options: { maxConnectionsPerIdentity: 1.5 } },
     { option: 'leaseMs', options: { leaseMs: -1 } },
+    // Past 2^31 - 1 ms Node fires a timer after 1 ms: idle sockets terminated at once, leases renewed every 1 ms.
+    { option: 'leaseMs', options: { leaseMs: 2 ** 33 } },
+    { option: 'heartbeatMs', options: { heartbeatMs: 2 ** 31 } },
+    { option: 'heartbeatMs', options: { heartbeatMs: 1e12 } },
+    { option: 'heartbeatMs', options: { heartbeatMs: 1.5 } },
     { option: 'handshakesPerIp.capacity', options: { handshakesPerIp: { capacity: 0, refillPerSecond: 1 } } },
     {
       option: 'handshakesPerIp.refillPerSecond',
