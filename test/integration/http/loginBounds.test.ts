@@ -309,6 +309,31 @@ describe.each(servers)('login bounds through %s', (_name, start) => {
     expect(await raw(app.port, ghost, alice)).toBe(answers.none)
   })
 
+  it("all 63 alterations of the MAC's last character, and one of every other character, count as no token", async () => {
+    const app = await start({ perAccount: { ratePerSecond: 20, maxQueue: 0 } })
+    const alice = await trustedDevice(app.port)
+    const [, device, expiry, mac] = alice.split('.') as [string, string, string, string]
+    const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+    const at = (text: string, i: number, c: string) => `${text.slice(0, i)}${c}${text.slice(i + 1)}`
+    const other = (c: string) => B64URL[(B64URL.indexOf(c) + 17) % 64] as string
+    const altered: string[] = []
+    // Base64url's last of 43 characters carries 4 bits of the MAC and 2 that decoding drops.
+    for (const c of B64URL) if (c !== mac.at(-1)) altered.push(`1.${device}.${expiry}.${at(mac, 42, c)}`)
+    for (let i = 0; i < 42; i++) altered.push(`1.${device}.${expiry}.${at(mac, i, other(mac[i] as string))}`)
+    for (let i = 0; i < 22; i++)
+      altered.push(`1.${at(device, i, other(device[i] as string))}.${expiry}.${mac}`)
+    expect(altered).toHaveLength(63 + 42 + 22)
+    expect((await attempt(app.port, { email: ALICE, from: '10.9.9.9' })).status).toBe(401)
+    const none = await raw(app.port, ALICE, undefined)
+    expect(none.startsWith('HTTP/1.1 429 ')).toBe(true)
+    const accepted: string[] = []
+    for (const token of altered) if ((await raw(app.port, ALICE, token)) !== none) accepted.push(token)
+    expect(accepted).toEqual([])
+    expect(app.routeHits).toBe(2)
+    // The genuine token still gets through the attack.
+    expect((await attempt(app.port, { email: ALICE, from: '10.9.9.10', token: alice })).status).toBe(401)
+  })
+
   it('an expired device token counts as no token', async () => {
     const app = await start({
       perAccount: { ratePerSecond: 20, maxQueue: 0 },
