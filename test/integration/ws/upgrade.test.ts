@@ -921,6 +921,45 @@ describe('invalid options', () => {
     },
   )
 
+  // null is a value, never "use the default": a null maxConnectionsPerIdentity must not quietly become 10.
+  it.each([
+    'identify',
+    'trustProxy',
+    'ipv6Prefix',
+    'ipv4Prefix',
+    'store',
+    'failPolicy',
+    'name',
+    'hooks',
+    'maxConnectionsPerIdentity',
+    'leaseMs',
+    'handshakesPerIp',
+    'maxConnections',
+    'maxMessageBytes',
+    'inflatedBytesPerSecond',
+    'messagesPerSecond',
+    'messageBurst',
+    'dropsBeforeClose',
+    'abuseFactor',
+    'identityMessages',
+    'maxBufferedBytes',
+    'heartbeatMs',
+    'maxSubscriptionsPerConnection',
+    'onDrop',
+    'onProtocolError',
+  ])('%s: null → TOLLBOOTH_ERR_INVALID_OPTION naming it', (option) => {
+    const wss = new WebSocketServer({ noServer: true })
+    cleanups.push(() => new Promise<void>((resolve) => wss.close(() => resolve())))
+    const original = wss.handleUpgrade
+    expect(() => protectWebSocketServer(wss, { [option]: null } as ProtectWebSocketOptions)).toThrow(
+      expect.objectContaining({
+        code: ErrorCodes.INVALID_OPTION,
+        message: expect.stringContaining(`"${option}"`),
+      }),
+    )
+    expect(wss.handleUpgrade).toBe(original)
+  })
+
   it('something other than a WebSocketServer → TOLLBOOTH_ERR_INVALID_OPTION naming "wss"', () => {
     expect(() => protectWebSocketServer({} as WebSocketServer)).toThrow(
       expect.objectContaining({ code: ErrorCodes.INVALID_OPTION, message: expect.stringContaining('"wss"') }),
