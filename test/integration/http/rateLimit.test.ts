@@ -13,12 +13,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { ErrorCodes, TollboothError } from '../../../src/core/errors.js'
 import { concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
 import { leakyBucket } from '../../../src/core/limiters/leakyBucket.js'
+import { slidingWindow } from '../../../src/core/limiters/slidingWindow.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../../../src/core/rateLimiter.js'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import { RedisStore } from '../../../src/core/stores/redisStore.js'
 import type { Store } from '../../../src/core/stores/store.js'
 import { rateLimit, rateLimitCheck, sendRefusal } from '../../../src/http/index.js'
+import { VirtualClock } from '../../helpers/contract.js'
 import {
   type Flavour,
   flavours,
@@ -265,6 +267,30 @@ describe.each(flavours)('rateLimit with %s', (flavour: Flavour) => {
     expect(asked).toBe(0)
     // Answered requests are refused too: the 5 hang-ups spent the budget.
     expect((await fetch(`${app.url}/login`)).status).toBe(429)
+  })
+
+  it('a sliding window of 3 per 60 s spent 4 s in: the 429 says t=76 with Retry-After 76, and at 76 s one is allowed, at 75 s not', async () => {
+    const clock = new VirtualClock()
+    const limiter = slidingWindow({
+      name: 'sliding-t',
+      store: new MemoryStore({ clock: clock.now }),
+      limit: 3,
+      windowMs: 60_000,
+    })
+    const app = await serve(flavour, rateLimit({ limiter }))
+    // The virtual clock starts on a minute boundary.
+    clock.at(4_000)
+    for (let i = 0; i < 3; i++) expect((await fetch(app.url)).status).toBe(200)
+    const refused = await fetch(app.url)
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get('ratelimit')).toBe('"sliding-t";r=0;t=76')
+    expect(refused.headers.get('retry-after')).toBe('76')
+    // The 3 weigh 2.05 19 s into the next window, 2 at 20 s.
+    clock.at(4_000 + 75_000)
+    expect((await fetch(app.url)).status).toBe(429)
+    clock.at(4_000 + 76_000)
+    expect((await fetch(app.url)).status).toBe(200)
+    expect(app.routeHits).toBe(4)
   })
 
   it('two guards on one route: the client sees both budgets, and the refusing one waits longest', async () => {
