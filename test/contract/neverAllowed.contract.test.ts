@@ -15,19 +15,36 @@ import { useContractStore } from '../helpers/contract.js'
 import { type RedisProcess, startRedis } from '../helpers/redisServer.js'
 import { limiterClientOptions, storeKinds, whenReady } from '../helpers/stores.js'
 
-/** Each rate limiter with the largest cost it can ever admit, worked out by hand from its parameters. */
+/**
+ * Each rate limiter with the largest cost it can ever admit, and when one more unit fits once that cost is spent at
+ * the start of a minute (ms, and the Retry-After header), worked out by hand from its parameters.
+ */
 function limiters(name: string, store: Store, failPolicy: FailPolicy = 'open') {
   const common = { store, failPolicy, denyCache: false } as const
   return [
     {
       maxCost: 10,
+      retryAfter: [1000, '1'],
       limiter: tokenBucket({ name: `${name}-tb`, capacity: 10, refillPerSecond: 1, ...common }),
     },
-    { maxCost: 6, limiter: fixedWindow({ name: `${name}-fw`, limit: 6, windowMs: 60_000, ...common }) },
-    { maxCost: 7, limiter: slidingWindow({ name: `${name}-sw`, limit: 7, windowMs: 60_000, ...common }) },
-    // The request in service plus a queue of 3.
-    { maxCost: 4, limiter: leakyBucket({ name: `${name}-lb`, ratePerSecond: 5, maxQueue: 3, ...common }) },
-  ] satisfies { maxCost: number; limiter: RateLimiter }[]
+    {
+      maxCost: 6,
+      retryAfter: [60_000, '60'],
+      limiter: fixedWindow({ name: `${name}-fw`, limit: 6, windowMs: 60_000, ...common }),
+    },
+    // The previous window's 7 weigh 7 × (1 − x / 60 s): 6 or less from x = 8571.4 ms into the next window.
+    {
+      maxCost: 7,
+      retryAfter: [68_572, '69'],
+      limiter: slidingWindow({ name: `${name}-sw`, limit: 7, windowMs: 60_000, ...common }),
+    },
+    // The request in service plus a queue of 3; the next turn frees after one interval of 200 ms.
+    {
+      maxCost: 4,
+      retryAfter: [200, '1'],
+      limiter: leakyBucket({ name: `${name}-lb`, ratePerSecond: 5, maxQueue: 3, ...common }),
+    },
+  ] satisfies { maxCost: number; retryAfter: [number, string]; limiter: RateLimiter }[]
 }
 
 const forever = { allowed: false, neverAllowed: true, retryAfterMs: 0, delayMs: 0 }
@@ -36,7 +53,7 @@ describe.each(storeKinds)('a cost above what a policy can ever admit, on the %s 
   const ctx = useContractStore(kind)
 
   it('is refused with neverAllowed and no Retry-After, spending nothing; the largest admissible cost passes', async () => {
-    for (const { maxCost, limiter } of limiters(ctx.name, ctx.fixture.store)) {
+    for (const { maxCost, limiter, retryAfter } of limiters(ctx.name, ctx.fixture.store)) {
       expect(limiter.maxCost).toBe(maxCost)
       const refused = await limiter.consume('k', maxCost + 1)
       expect(refused, limiter.algorithm).toMatchObject({ ...forever, source: 'store' })
@@ -48,8 +65,10 @@ describe.each(storeKinds)('a cost above what a policy can ever admit, on the %s 
       const spent = await limiter.consume('k', 1)
       expect(spent.allowed, limiter.algorithm).toBe(false)
       expect(spent.neverAllowed, limiter.algorithm).toBe(false)
-      expect(spent.retryAfterMs, limiter.algorithm).toBeGreaterThan(0)
-      expect(rateLimitHeaders(spent, limiter.policy)['Retry-After'], limiter.algorithm).toBeDefined()
+      expect(
+        [spent.retryAfterMs, rateLimitHeaders(spent, limiter.policy)['Retry-After']],
+        limiter.algorithm,
+      ).toEqual(retryAfter)
     }
   })
 

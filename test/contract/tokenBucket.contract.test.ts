@@ -66,6 +66,20 @@ describe.each(storeKinds)('tokenBucket on the %s store', (kind) => {
     expect((await limiter.peek('fresh')).remaining).toBe(3)
   })
 
+  it('peek allows from the very microsecond a consume would pass, not one refill later', async () => {
+    const limiter = bucket(3)
+    expect(await countAllowed(3, () => limiter.consume('k'))).toBe(3)
+    expect(await limiter.peek('k')).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 1000 })
+    ctx.clock.advance(999)
+    expect(await limiter.peek('k')).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 1 })
+    // Exactly one refill interval later: the token is back whole, with nothing to spare.
+    ctx.clock.advance(1)
+    expect(await limiter.peek('k')).toMatchObject({ allowed: true, remaining: 1, retryAfterMs: 0 })
+    expect((await limiter.consume('k')).allowed).toBe(true)
+    // A bucket of one, full: its only token is exactly the burst.
+    expect(await bucket(1).peek('fresh')).toMatchObject({ allowed: true, remaining: 1 })
+  })
+
   it('refunds up to what was spent and never beyond capacity', async () => {
     const limiter = bucket(5)
     await limiter.consume('k', 4)

@@ -8,7 +8,8 @@
  *
  * Protocol, one JSON line each on stdout:
  * 1. `{"ready":true,"port":N}` once the server listens on 127.0.0.1 (and, with a Redis store, the scripts are loaded);
- * 2. for each line `stats` on stdin, a WsWorkerStats line.
+ * 2. for each line `stats` on stdin, a WsWorkerStats line; for a line `renewals N`, one as soon as the connection leases
+ *    were renewed N times in all (at once if they were).
  * With `slowLimiter`, the store answers that limiter's requests `delayMs` late (a slow store round trip, to hold a
  * window of the admission open); every other request, and all state, is the real store's.
  * The process exits when its stdin closes. An uncaught error is not caught here: the process dies with its stack on
@@ -37,6 +38,8 @@ export interface WsWorkerJob {
   identifyDelayMs?: number
   /** Requests of this limiter (e.g. `ws-identity-messages`) are answered `delayMs` late. */
   slowLimiter?: { name: string; delayMs: number }
+  /** Count the connection lease renewals (stats `renewals`, the `renewals N` command). */
+  countRenewals?: boolean
 }
 
 export interface WsWorkerStats {
@@ -48,6 +51,8 @@ export interface WsWorkerStats {
   pending: number
   /** Requests of `slowLimiter` started so far. */
   slowCalls: number
+  /** Connection lease renewals sent to the store so far (one per open connection every `leaseMs / 3`). */
+  renewals: number
 }
 
 async function main(): Promise<void> {
@@ -88,6 +93,28 @@ async function main(): Promise<void> {
     }
   }
 
+  // Counts what the protection's renewal timer sends; the store answers as it would.
+  let renewals = 0
+  const renewalWaiters: { count: number; answer: () => void }[] = []
+  if (job.countRenewals === true) {
+    const counted = store
+    store = {
+      kind: counted.kind,
+      run: (request) => {
+        if (request.limiter === 'ws-connections' && request.op === 'renew') {
+          renewals++
+          for (const waiter of renewalWaiters.splice(0)) {
+            if (renewals >= waiter.count) waiter.answer()
+            else renewalWaiters.push(waiter)
+          }
+        }
+        return counted.run(request)
+      },
+      consumeAll: (requests) => counted.consumeAll(requests),
+      delete: (limiter, key) => counted.delete(limiter, key),
+    }
+  }
+
   const delay = job.identifyDelayMs
   const options: ProtectWebSocketOptions = {
     ...job.protect,
@@ -116,15 +143,21 @@ async function main(): Promise<void> {
   if (address === null || typeof address === 'string') throw new Error('no TCP address')
 
   const lines = createInterface({ input: process.stdin })
+  const stats = (): WsWorkerStats => ({
+    connections,
+    open: protection.openConnections,
+    pending: protection.pendingUpgrades,
+    slowCalls,
+    renewals,
+  })
   lines.on('line', (line) => {
-    if (line.trim() !== 'stats') return
-    const stats: WsWorkerStats = {
-      connections,
-      open: protection.openConnections,
-      pending: protection.pendingUpgrades,
-      slowCalls,
+    const [command, argument] = line.trim().split(' ')
+    if (command === 'stats') void send(stats())
+    if (command === 'renewals') {
+      const answer = () => void send(stats())
+      if (renewals >= Number(argument)) answer()
+      else renewalWaiters.push({ count: Number(argument), answer })
     }
-    void send(stats)
   })
   lines.on('close', () => {
     void protection.close().finally(() => {

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { tokenBucket } from '../../src/core/limiters/tokenBucket.js'
 import type { Reply, Store, StoreRequest } from '../../src/core/stores/store.js'
 import { createStore, type StoreFixture } from '../helpers/stores.js'
@@ -18,12 +18,22 @@ function counting(store: Store): Store & { calls: number } {
   return counted
 }
 
-describe('deny cache (real Redis, real time)', () => {
+/** Moves the faked `Date`, which both the deny cache and the store's scripts read here. */
+function advance(ms: number): void {
+  vi.setSystemTime(Date.now() + ms)
+}
+
+describe('deny cache (real Redis, on a virtual clock)', () => {
   let fixture: StoreFixture
   beforeEach(async () => {
-    fixture = await createStore('redis')
+    // The deny cache reads Date.now(); the store's scripts are pinned to the same (faked, frozen) clock, in µs.
+    vi.useFakeTimers({ toFake: ['Date'] })
+    fixture = await createStore('redis', () => Date.now() * 1000)
   })
-  afterEach(() => fixture.close())
+  afterEach(async () => {
+    vi.useRealTimers()
+    await fixture.close()
+  })
 
   it('counts what a bucket refilled since the denial, between two readings of the store', async () => {
     // 100 tokens, 10 back a second; 96 spent, then 60 asked: refused until 56 more are back (5.6 s).
@@ -36,17 +46,16 @@ describe('deny cache (real Redis, real time)', () => {
     await limiter.consume('k', 96)
     const denied = await limiter.consume('k', 60)
     expect(denied).toMatchObject({ allowed: false, remaining: 4, source: 'store' })
-    // Wait until the store holds 20 again (a peek is never answered from the cache), then read the cache between
-    // two readings of the store.
-    while ((await limiter.peek('k')).remaining < 20) await new Promise((resolve) => setTimeout(resolve, 50))
-    const before = await limiter.peek('k')
-    const cached = await limiter.consume('k', 60)
-    const after = await limiter.peek('k')
-    expect(cached).toMatchObject({ allowed: false, source: 'cache' })
-    // One token of slack each way: the cache counts from when the denial reached it, on this process's clock; the
-    // store from when it decided, on Redis' clock.
-    expect(cached.remaining).toBeGreaterThanOrEqual(before.remaining - 1)
-    expect(cached.remaining).toBeLessThanOrEqual(after.remaining + 1)
+    // 1.6 s later the store holds 20 again (a peek is never answered from the cache); the cache says so too.
+    advance(1600)
+    expect((await limiter.peek('k')).remaining).toBe(20)
+    expect(await limiter.consume('k', 60)).toMatchObject({
+      allowed: false,
+      remaining: 20,
+      retryAfterMs: 4000,
+      source: 'cache',
+    })
+    expect((await limiter.peek('k')).remaining).toBe(20)
   })
 
   it('answers a denied key in-process until its Retry-After, then asks the store again', async () => {
@@ -59,7 +68,10 @@ describe('deny cache (real Redis, real time)', () => {
     expect(store.calls).toBe(3)
     for (let i = 0; i < 20; i++) expect((await limiter.consume('k')).source).toBe('cache')
     expect(store.calls).toBe(3)
-    await new Promise((resolve) => setTimeout(resolve, denied.retryAfterMs + 5))
+    advance(denied.retryAfterMs - 1)
+    expect((await limiter.consume('k')).source).toBe('cache')
+    expect(store.calls).toBe(3)
+    advance(1)
     expect(await limiter.consume('k')).toMatchObject({ allowed: true, source: 'store' })
     expect(store.calls).toBe(4)
   })

@@ -14,14 +14,17 @@ import type { CostModel } from './costModel.js'
 import { type CostSettings, weightedInputCost } from './estimator.js'
 
 /**
- * What a resolver reports of the work it did, in the cost model's points: `points` for the values it returned (or
- * its call, for a field that is not a list), and for a list, whether the operation may go on completing its items.
- * `false` refuses the list: its items' own fields never run.
+ * What a resolver reports of the work it does, in the cost model's points: `points` for the values it returned (or
+ * its call, for a field that is not a list, before it runs), answering whether the operation may go on. `false`
+ * refuses the field: a list's items' own fields never run, another field's resolver is not called.
  */
 export type WorkReport = (context: unknown, info: GraphQLResolveInfo, points: number) => boolean
 
-/** A list resolver's values are refused: the work they would cost is more than the operation can pay. */
-export type ListRefusal = (context: unknown, info: GraphQLResolveInfo) => Error
+/**
+ * A field is refused: the work it would cost is more than the operation can pay. `counted` is what the response
+ * will count for the null it leaves, work that never ran.
+ */
+export type ListRefusal = (context: unknown, info: GraphQLResolveInfo, counted: number) => Error
 
 /**
  * Wraps the resolvers of `schema` once, so that each reports the work it did as it runs, in the same model the
@@ -33,8 +36,9 @@ export type ListRefusal = (context: unknown, info: GraphQLResolveInfo) => Error
  *
  * This is what the response cannot always tell: work that ran and that an error then hid (a non-null field failing
  * nulls its parent and what had run below it), the parts of an incremental response still to be sent when its
- * client goes away. A list whose items the operation cannot pay for is refused at its resolver (`refuse`), before
- * its items' fields run: that is what bounds the work of a response that outruns its estimate.
+ * client goes away. Work the operation cannot pay for is refused (`refuse`): a list at its resolver, before its
+ * items' fields run, any other weighted field before its resolver is called. That is what bounds the work of a
+ * response that outruns its estimate.
  */
 export function instrumentResolvers(
   schema: GraphQLSchema,
@@ -83,12 +87,15 @@ export function instrumentResolvers(
           }
         : (source, args, context, info) => {
             // Counted before it runs: a resolver that throws after its work has done it.
-            report(context, info, weight + fixed(args))
+            const points = weight + fixed(args)
+            if (!report(context, info, points)) throw refuse(context, info, points)
             return inner(source, args, context, info)
           }
       const listed = (values: unknown, args: unknown, context: unknown, info: GraphQLResolveInfo) => {
         if (isAsyncIterable(values)) return meteredItems(values, weight, context, info, report, refuse)
-        if (!report(context, info, fixed(args) + weight * countValues(values))) throw refuse(context, info)
+        if (!report(context, info, fixed(args) + weight * countValues(values))) {
+          throw refuse(context, info, weight + fixed(args))
+        }
         return values
       }
       Object.defineProperty(wrapped, mark, { value: true })
@@ -149,7 +156,8 @@ function meteredItems(
       const step = await iterator.next()
       if (step.done !== true && !report(context, info, weight)) {
         await iterator.return?.()
-        throw refuse(context, info)
+        // The items sent are counted as they ran; the rest never reach the response.
+        throw refuse(context, info, 0)
       }
       return step
     },

@@ -53,7 +53,7 @@ import {
 } from './operationResults.js'
 import type { RequestState } from './requestState.js'
 import { type ResolvedConfig, resolveConfig } from './resolveOptions.js'
-import { actualCost, settleCharge } from './settlement.js'
+import { actualCost, type MeteredWork, settleCharge } from './settlement.js'
 import { SubscriptionAdmission } from './subscriptionAdmission.js'
 import { WorkMeter } from './workMeter.js'
 
@@ -150,7 +150,7 @@ export class AdmissionEngine {
       model,
       this.analyzer.settings,
       (context, info, points) => this.meterOf(context, info.operation)?.report(points) ?? true,
-      (context, info) => this.exhaustedRefusal(context, info.operation),
+      (context, info, counted) => this.exhaustedRefusal(context, info.operation, counted),
       this.metersKey,
     )
     this.instrumented.add(schema)
@@ -165,12 +165,19 @@ export class AdmissionEngine {
   }
 
   /**
-   * The refusal of a list the operation cannot pay for: its items are not run. A field error, without `http`: what
-   * ran is answered (200), and the caller's next operation is refused with 429 until the debt is paid back.
+   * The refusal of a field the operation cannot pay for: a list's items are not run, another field's resolver is
+   * not called. A field error, without `http`: what ran is answered (200), and the caller's next operation is
+   * refused with 429 until the debt is paid back. `counted` is what the response will count for its null.
    */
-  private exhaustedRefusal(context: unknown, operation: OperationDefinitionNode): GraphQLError {
+  private exhaustedRefusal(
+    context: unknown,
+    operation: OperationDefinitionNode,
+    counted: number,
+  ): GraphQLError {
     const meter = this.meterOf(context, operation)
-    const decision = meter?.lastDecision
+    if (meter !== undefined) meter.uncounted += counted
+    // The store's refusal tells when the budget can pay again; work refused at the ceiling waits for no answer.
+    const decision = meter?.owesCapacity === true ? meter.lastDecision : undefined
     const error =
       meter === undefined || decision === undefined
         ? refusal(RefusalCodes.RATE_LIMITED, EXHAUSTED, 429)
@@ -569,7 +576,7 @@ export class AdmissionEngine {
     const count = admission.priced?.incremental()
     let counted = 0
     /** What ran so far: the payloads sent, and the work the resolvers did (parts not sent yet included). */
-    const work = () => Math.max(counted, this.workOf(admission) ?? 0)
+    const work = () => Math.max(counted - meter.uncounted, meter.work)
     return settledParts(source, {
       count: (payload) => {
         counted += count?.add(payload as IncrementalPayload) ?? 0
@@ -597,12 +604,12 @@ export class AdmissionEngine {
 
   /**
    * Settles an operation at `actual` from what it paid so far: the estimate, and what its meter debited while the
-   * work outran it. An operation that exhausted its budget leaves the charge as the store took it (the budget owes
-   * its whole quota, however much of the last debit it could take): nothing goes back.
+   * work outran it. An operation whose debit the store refused leaves the charge as the store took it (the budget
+   * owes its whole quota, however much of the last debit it could take): nothing goes back.
    */
   private settleMetered(admission: AdmittedOperation, actual: number): { paid: number; balance: number } {
     const { meter } = admission
-    if (meter.exhausted)
+    if (meter.owesCapacity)
       return { paid: actual, balance: -(admission.decision.remaining + admission.limiter.limit) }
     const settled = settleCharge({ ...admission, cost: meter.paid }, actual)
     const balance = admission.cost - meter.paid + settled.balance
@@ -611,8 +618,8 @@ export class AdmissionEngine {
   }
 
   /** What the resolvers of an admitted operation reported, or undefined where they do not report. */
-  private workOf(admission: AdmittedOperation): number | undefined {
-    return admission.metered ? admission.meter.work : undefined
+  private workOf(admission: AdmittedOperation): MeteredWork | undefined {
+    return admission.metered ? admission.meter : undefined
   }
 
   /**

@@ -138,6 +138,25 @@ export interface ResolvedConfig {
   readonly onOperation: ((event: OperationEvent) => void) | undefined
 }
 
+/**
+ * Every operation costs at least `minCost`: one above `maxCost`, or above what a fixed budget can ever hold, would
+ * refuse every operation, an outage configured by a typo.
+ */
+function refuseUnpayableMinCost(options: TollboothGraphQLOptions, minCost: number, maxCost: number): void {
+  if (minCost > maxCost) {
+    throw invalidOption(OWNER, 'minCost', `at most maxCost (${maxCost})`, minCost)
+  }
+  const { limiter } = options
+  if (typeof limiter === 'object' && limiter !== null && minCost > limiter.maxCost) {
+    throw invalidOption(
+      OWNER,
+      'minCost',
+      `at most what the limiter can ever hold (${limiter.maxCost})`,
+      minCost,
+    )
+  }
+}
+
 export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig {
   if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
   checkTollboothOptionKeys(options)
@@ -151,14 +170,17 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
   }
   const resolveIp = createClientIpResolver({ trustProxy: options.trustProxy ?? false })
   const ipKeyOptions = Object.freeze(resolveIpKeyOptions(options, OWNER))
+  const maxCost = positiveInteger(OWNER, 'maxCost', options.maxCost ?? 5000)
+  const minCost = nonNegativeInteger(OWNER, 'minCost', options.minCost ?? 1)
+  refuseUnpayableMinCost(options, minCost, maxCost)
   return Object.freeze({
     limiter: limiterOption('limiter', options.limiter),
     identify:
       functionOption('identify', options.identify) ?? ipIdentity(resolveIp, createIpKeyer(ipKeyOptions)),
     resolveIp,
     ipKeyOptions,
-    maxCost: positiveInteger(OWNER, 'maxCost', options.maxCost ?? 5000),
-    minCost: nonNegativeInteger(OWNER, 'minCost', options.minCost ?? 1),
+    maxCost,
+    minCost,
     exposeLimits: booleanOption('exposeLimits', options.exposeLimits, true),
     costExtension: booleanOption('costExtension', options.costExtension, true),
     headers: booleanOption('headers', options.headers, true),

@@ -21,6 +21,14 @@ export interface Charged {
   readonly decision: Decision
 }
 
+/** What the resolvers of an operation (or of one event) reported. */
+export interface MeteredWork {
+  /** The work that ran. */
+  readonly work: number
+  /** What the response counts for the nulls of fields refused before they ran. */
+  readonly uncounted: number
+}
+
 /**
  * What an executed operation really cost: its response counted in the cost model (above the estimate when that
  * was too low) and the work its resolvers reported (`metered`: what ran, an error's null hiding it or not), the
@@ -33,13 +41,13 @@ export function actualCost(
   /** The errors as execution raised them, where the result's are already formatted (Apollo). */
   errors: ExecutionResult['errors'],
   floor: number,
-  metered: number | undefined,
+  metered: MeteredWork | undefined,
 ): number {
   const { priced, cost } = operation
   // Too large to price (dry-run only): nothing to count against.
-  if (priced === undefined) return Math.max(cost, metered ?? 0)
+  if (priced === undefined) return Math.max(cost, metered?.work ?? 0)
   const counted = priced.actual(result.data)
-  if (metered !== undefined) return Math.max(counted, metered, floor)
+  if (metered !== undefined) return Math.max(counted - metered.uncounted, metered.work, floor)
   return Math.max(hidesWork(result.data, errors) ? Math.max(counted, cost) : counted, floor)
 }
 

@@ -102,6 +102,7 @@ export class SubscriptionAdmission {
     }
     report(wouldRefuse)
     const events = await this.eventBudget(admission)
+    admission.meter.boundEvents(events)
     return {
       started: (result) => {
         if (!isAsyncIterable(result)) {
@@ -172,8 +173,9 @@ function eventCharger(
   const { meter } = admission
   return (event) => {
     // What the event's execution ran, as its resolvers reported it (an error's null hides none of it).
-    const ran = meter.work - meter.counted
+    const ran = { work: meter.work - meter.counted, uncounted: meter.uncounted - meter.uncountedBefore }
     meter.counted = meter.work
+    meter.uncountedBefore = meter.uncounted
     const cost = actualCost(
       admission,
       event,

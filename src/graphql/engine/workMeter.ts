@@ -3,27 +3,38 @@ import { type Charged, debitWork, spentFromStore } from './settlement.js'
 
 /**
  * The work an admitted operation's resolvers have done so far, as they report it (cost/resolverWeights.ts), and
- * what it has paid: the estimate at the door, then debits as the work outruns it. A debit the budget cannot pay
- * without going into debt exhausts the operation: its lists are refused from then on, so that a response that
- * outruns its estimate stops near what its caller can pay, however long its lists turn out to be. On a memory
- * store the debit is decided at once; on a remote one its answer stops the lists reported after it arrives.
+ * what it has paid: the estimate at the door, then debits as the work outruns it. Work is refused (a list before its
+ * items run, any other weighted field before its resolver runs) once it would pass what the operation can ever pay:
+ * what the budget held when it was admitted, plus the budget's capacity, the most it may owe. That bound needs no
+ * answer from the store, so it holds as well on Redis, where a debit's answer comes after the work it pays for has
+ * run on. A debit the store refuses (other operations of the caller spent the budget meanwhile) exhausts the
+ * operation as well: nothing of it runs after that answer arrives.
  */
 export class WorkMeter {
   /** Points of work the resolvers reported. */
   work = 0
   /** Points charged so far. */
   paid: number
-  /** The budget could not pay for more of this operation. */
+  /** No more of this operation runs: it reached what it can pay, or the store refused a debit. */
   exhausted = false
+  /** The store refused a debit: the budget owes its whole capacity, however much of that debit it took. */
+  owesCapacity = false
   /** The decision of the last debit, for the refusal's Retry-After. */
   lastDecision: Decision | undefined
-  /** Work already counted by a subscription's events. */
+  /** What the response counts for fields refused before they ran (their nulls): work that never happened. */
+  uncounted = 0
+  /** Work already counted by a subscription's events, and what of `uncounted` they took into account. */
   counted = 0
+  uncountedBefore = 0
   /** The operation was settled: work reported later (a deferred part its client left) is debited as it comes. */
   private settled = false
   private readonly bills: boolean
   /** Debited beyond the work reached, so that a long response debits now and then rather than at every field. */
   private readonly slack: number
+  /** The most work the operation can ever pay: what the budget held at admission, plus what it may owe. */
+  private readonly ceiling: number
+  /** A subscription's: the most work one event can be paid (its budget for events, full, plus what it may owe). */
+  private eventCeiling = Number.POSITIVE_INFINITY
 
   constructor(
     /** The operation, as admission charged it. */
@@ -36,6 +47,15 @@ export class WorkMeter {
     this.paid = admission.cost
     this.bills = billsOperation && spentFromStore(admission)
     this.slack = Math.ceil(admission.limiter.limit / 20)
+    const { remaining } = admission.decision
+    this.ceiling = this.bills
+      ? admission.cost + Math.max(0, remaining) + admission.limiter.limit
+      : Number.POSITIVE_INFINITY
+  }
+
+  /** A subscription's events are paid from `limiter`: one event's work is bounded by what that budget can pay. */
+  boundEvents(limiter: { readonly limit: number }): void {
+    this.eventCeiling = 2 * limiter.limit
   }
 
   /** Whether lists are refused now. */
@@ -43,9 +63,17 @@ export class WorkMeter {
     return this.exhausted && this.enforce
   }
 
-  /** A resolver's work; answers whether the list it returned may be completed (false: it is refused, uncounted). */
+  /**
+   * A resolver's work; answers whether it may go on (false: a list is refused before its items run, another field
+   * before its resolver runs; the work is not counted).
+   */
   report(points: number): boolean {
     if (this.stopped) return false
+    if (this.enforce && this.beyondCeiling(this.work + points)) {
+      // A subscription's next event starts afresh; an operation stops here.
+      if (this.bills) this.exhausted = true
+      return false
+    }
     this.work += points
     this.cover(this.work)
     if (!this.stopped) return true
@@ -59,7 +87,12 @@ export class WorkMeter {
    */
   cover(total: number): Decision | Promise<Decision | undefined> | undefined {
     if (!this.bills || total <= this.paid) return undefined
-    const amount = total - this.paid + (this.settled ? 0 : this.slack)
+    // The slack never takes the operation past what it can pay: a refusal there is the ceiling's, not the store's.
+    const amount = Math.min(
+      total - this.paid + (this.settled ? 0 : this.slack),
+      Math.max(0, this.ceiling - this.paid),
+    )
+    if (amount <= 0) return undefined
     this.paid += amount
     const decision = debitWork(this.admission.limiter, this.admission.identity, amount)
     if (decision instanceof Promise) {
@@ -78,9 +111,16 @@ export class WorkMeter {
     this.settled = true
   }
 
+  private beyondCeiling(work: number): boolean {
+    return work > this.ceiling || work - this.counted > this.eventCeiling
+  }
+
   private judge(decision: Decision): Decision {
     this.lastDecision = decision
-    if (!decision.allowed) this.exhausted = true
+    if (!decision.allowed) {
+      this.exhausted = true
+      this.owesCapacity = true
+    }
     return decision
   }
 }

@@ -1,4 +1,4 @@
-import type { ExecutionArgs, ExecutionResult } from 'graphql'
+import type { ExecutionArgs, ExecutionResult, GraphQLSchema } from 'graphql'
 import { AdmissionEngine } from '../engine/admissionEngine.js'
 import type { AdmittedOperation } from '../engine/admittedOperation.js'
 import { chargedEvents } from '../engine/chargedEvents.js'
@@ -18,40 +18,148 @@ export type { CostExtension } from '../engine/operationResults.js'
 export function useTollbooth<TContext extends object = GraphQLContext>(
   options: TollboothGraphQLOptions<TContext>,
 ): TollboothPlugin {
-  // The callbacks get the context the server built, which is the TContext they were typed for. Over graphql-ws,
-  // Yoga's context has no `request`: a refusal's status and headers would only reach the client as data.
-  const overHttp = (context: GraphQLContext | undefined) => context?.request !== undefined
-  const engine = new AdmissionEngine(options as unknown as TollboothGraphQLOptions, { overHttp })
+  // The callbacks get the context the server built, which is the TContext they were typed for.
+  const hooks = new YogaHooks(options as unknown as TollboothGraphQLOptions)
+  // Envelop calls each hook as a plain function: the plugin's hooks are bound here, once.
+  return {
+    onSchemaChange: (payload) => hooks.onSchemaChange(payload.schema),
+    onRequestParse: (payload) => hooks.onRequestParse(payload.serverContext),
+    onParse: (payload) => hooks.onParse(payload),
+    onValidate: (payload) => hooks.onValidate(payload),
+    onExecute: ({ args, setResultAndStopExecution }) => hooks.onExecute(args, setResultAndStopExecution),
+    onSubscribe: ({ args, setResultAndStopExecution }) => hooks.onSubscribe(args, setResultAndStopExecution),
+    onExecutionResult: (payload) => hooks.onExecutionResult(payload),
+    onResponse: ({ response, serverContext }) => hooks.onResponse(response, serverContext),
+  }
+}
+
+type Hook<Name extends keyof TollboothPlugin> = Parameters<TollboothPlugin[Name]>[0]
+type HookResult<Name extends keyof TollboothPlugin> = ReturnType<TollboothPlugin[Name]>
+type Stop = (result: ExecutionResult) => void
+
+/** What tollbooth does in each of Envelop's and Yoga's hooks: the admission engine's steps, in Yoga's order. */
+class YogaHooks {
+  /** Over graphql-ws, Yoga's context has no `request`: a refusal's status and headers would only reach it as data. */
+  private readonly overHttp = (context: GraphQLContext | undefined) => context?.request !== undefined
+  private readonly engine: AdmissionEngine
   /**
    * Each HTTP request's state is kept on Yoga's server context (per request; a batch's operations each get a
    * context whose prototype is it) under a symbol of the plugin's own, not in a WeakMap keyed by the request:
-   * setting a WeakMap entry for a fresh key costs about 0.9 µs (a tight loop), as much as the rest of admission.
+   * setting a WeakMap entry for a fresh key costs as much as the rest of admission (docs/benchmarks.md).
    */
-  const requestStateKey = Symbol('tollbooth request state')
-  const requestState = (context: unknown): RequestState | undefined =>
-    (context as Record<symbol, RequestState | undefined> | undefined)?.[requestStateKey]
+  private readonly requestStateKey = Symbol('tollbooth request state')
+  /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
+  private readonly batchGuard = {
+    onRequestParseDone: ({ requestParserResult }: { requestParserResult: unknown }) => {
+      if (Array.isArray(requestParserResult)) this.engine.checkBatchSize(requestParserResult.length)
+    },
+  }
   /** The same hook for every request: a document refused at parse time (a guard, a rule, its syntax) spends minCost. */
-  const chargeParseRefusal = ({ result, context }: { result: unknown; context: unknown }) => {
-    if (result instanceof Error) engine.chargeRefusal(result, context)
+  private readonly chargeParseRefusal = ({ result, context }: { result: unknown; context: unknown }) => {
+    if (result instanceof Error) this.engine.chargeRefusal(result, context)
   }
   /** The same for graphql-js' validation: an invalid document spends minCost. */
-  const chargeInvalid = ({
-    valid,
-    result,
-    context,
-  }: {
-    valid: boolean
-    result: readonly Error[]
-    context: unknown
-  }) => {
-    const [first] = result
-    if (!valid && first !== undefined) engine.chargeRefusal(first, context)
+  private readonly chargeInvalid = (done: { valid: boolean; result: readonly Error[]; context: unknown }) => {
+    const [first] = done.result
+    if (!done.valid && first !== undefined) this.engine.chargeRefusal(first, done.context)
   }
-  /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
-  const batchGuard = {
-    onRequestParseDone({ requestParserResult }: { requestParserResult: unknown }) {
-      if (Array.isArray(requestParserResult)) engine.checkBatchSize(requestParserResult.length)
-    },
+
+  constructor(options: TollboothGraphQLOptions) {
+    this.engine = new AdmissionEngine(options, { overHttp: this.overHttp })
+  }
+
+  onSchemaChange(schema: GraphQLSchema): void {
+    // createYoga throws here for a schema the options do not fit, rather than answering 500 to every request.
+    this.engine.schemaChanged(schema)
+  }
+
+  onRequestParse(serverContext: unknown): HookResult<'onRequestParse'> {
+    if (typeof serverContext === 'object' && serverContext !== null) {
+      ;(serverContext as Record<symbol, RequestState>)[this.requestStateKey] = newRequestState()
+    }
+    return this.batchGuard
+  }
+
+  onParse({ params, context, parseFn, setParseFn }: Hook<'onParse'>): HookResult<'onParse'> {
+    const { engine } = this
+    try {
+      engine.checkLength(typeof params.source === 'string' ? params.source : params.source.body)
+    } catch (error) {
+      if (isRefusal(error)) engine.chargeRefusal(error, context)
+      throw error
+    }
+    if (!engine.wrapsParse) return undefined
+    setParseFn(engine.guardedParse(parseFn))
+    return this.chargeParseRefusal
+  }
+
+  onValidate({ params, context, setResult }: Hook<'onValidate'>): HookResult<'onValidate'> {
+    // Before graphql-js' rules, which cost far more on a hostile document: a refusal replaces validation.
+    const refused = this.engine.structuralRefusal(params.documentAST)
+    if (refused === undefined) return this.chargeInvalid
+    this.engine.chargeRefusal(refused, context)
+    setResult([refused])
+    return undefined
+  }
+
+  onExecute(args: ExecutionArgs, stop: Stop): HookResult<'onExecute'> {
+    const admitted = this.admit(args, stop)
+    return admitted instanceof Promise
+      ? admitted.then((admission) => this.settleAfterExecution(admission))
+      : this.settleAfterExecution(admitted)
+  }
+
+  async onSubscribe(args: ExecutionArgs, stop: Stop): HookResult<'onSubscribe'> {
+    const admission = await this.admit(args, stop)
+    if (admission === undefined) return undefined
+    const subscription = await this.engine.subscriptions.open(admission, stop)
+    if (subscription === undefined) return undefined
+    return {
+      onSubscribeResult({ result, setResult }) {
+        const hooks = subscription.started(result)
+        // Each event charged before it is sent; one the budget cannot pay ends the subscription.
+        if (hooks !== undefined) setResult(chargedEvents(result as AsyncIterable<ExecutionResult>, hooks))
+      },
+      onSubscribeError() {
+        subscription.failed()
+      },
+    }
+  }
+
+  onExecutionResult({
+    result,
+    setResult,
+    request,
+    context,
+  }: Hook<'onExecutionResult'>): HookResult<'onExecutionResult'> {
+    // Yoga's response cache answers a hit from the request's parameters, before any hook of the operation runs.
+    if (!servedFromResponseCache(result)) return undefined
+    // The server's context, which Yoga gives the request only once it runs the operation.
+    const httpContext: GraphQLContext = Object.assign(Object.create(context as object), { request })
+    const served = this.engine.admitServedResult(
+      result as ExecutionResult,
+      httpContext,
+      this.requestState(context),
+    )
+    if (!(served instanceof Promise)) return setResult(served)
+    return served.then(setResult)
+  }
+
+  onResponse(response: Hook<'onResponse'>['response'], serverContext: unknown): void {
+    const state = this.requestState(serverContext)
+    if (state?.rateLimit === undefined || state.rateLimitPolicy === undefined) return
+    // Lowercase names: whatwg-node's Headers lowercase every name on `has` and `set`, and a mixed-case one then
+    // becomes a new string that is looked up the slow way; a lowercase one comes back as itself.
+    const headers = response.headers
+    // Fields the application already set (in a plugin listed before this one) stay, and none of these is mixed in
+    // with them: the fields of one response describe one decision.
+    if (headers.has('ratelimit') || headers.has('ratelimit-policy')) return
+    headers.set('ratelimit-policy', state.rateLimitPolicy)
+    headers.set('ratelimit', state.rateLimit)
+  }
+
+  private requestState(context: unknown): RequestState | undefined {
+    return (context as Record<symbol, RequestState | undefined> | undefined)?.[this.requestStateKey]
   }
 
   /**
@@ -60,9 +168,10 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
    * they raise on purpose is the operation's result, as a refusal is, rather than an error graphql-ws closes the
    * socket for (4500). Anything else is left to the server, which masks and logs it.
    */
-  const admit = (args: ExecutionArgs, stop: (result: ExecutionResult) => void) => {
-    if (overHttp(args.contextValue as GraphQLContext | undefined)) {
-      return engine.admit(args, requestState(args.contextValue), stop)
+  private admit(args: ExecutionArgs, stop: Stop) {
+    const { engine } = this
+    if (this.overHttp(args.contextValue as GraphQLContext | undefined)) {
+      return engine.admit(args, this.requestState(args.contextValue), stop)
     }
     const refused = (error: unknown): undefined => {
       stop(callerRefusalResult(error))
@@ -77,8 +186,9 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
   }
 
   /** What `onExecute` answers for an admitted operation: settle its result once executed. */
-  const settleAfterExecution = (admission: AdmittedOperation | undefined) => {
+  private settleAfterExecution(admission: AdmittedOperation | undefined) {
     if (admission === undefined) return undefined
+    const { engine } = this
     return {
       onExecuteDone({
         result,
@@ -95,89 +205,6 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
         )
       },
     }
-  }
-
-  return {
-    onSchemaChange({ schema }) {
-      // createYoga throws here for a schema the options do not fit, rather than answering 500 to every request.
-      engine.schemaChanged(schema)
-    },
-
-    onRequestParse({ serverContext }) {
-      if (typeof serverContext === 'object' && serverContext !== null) {
-        ;(serverContext as Record<symbol, RequestState>)[requestStateKey] = newRequestState()
-      }
-      return batchGuard
-    },
-
-    onParse({ params, context, parseFn, setParseFn }) {
-      try {
-        engine.checkLength(typeof params.source === 'string' ? params.source : params.source.body)
-      } catch (error) {
-        if (isRefusal(error)) engine.chargeRefusal(error, context)
-        throw error
-      }
-      if (!engine.wrapsParse) return undefined
-      setParseFn(engine.guardedParse(parseFn))
-      return chargeParseRefusal
-    },
-
-    onValidate({ params, context, setResult }) {
-      // Before graphql-js' rules, which cost far more on a hostile document: a refusal replaces validation.
-      const refused = engine.structuralRefusal(params.documentAST)
-      if (refused === undefined) return chargeInvalid
-      engine.chargeRefusal(refused, context)
-      setResult([refused])
-      return undefined
-    },
-
-    onExecute({ args, setResultAndStopExecution }) {
-      const admitted = admit(args, setResultAndStopExecution)
-      return admitted instanceof Promise
-        ? admitted.then(settleAfterExecution)
-        : settleAfterExecution(admitted)
-    },
-
-    async onSubscribe({ args, setResultAndStopExecution }) {
-      const admission = await admit(args, setResultAndStopExecution)
-      if (admission === undefined) return undefined
-      const subscription = await engine.subscriptions.open(admission, setResultAndStopExecution)
-      if (subscription === undefined) return undefined
-      return {
-        onSubscribeResult({ result, setResult }) {
-          const hooks = subscription.started(result)
-          // Each event charged before it is sent; one the budget cannot pay ends the subscription.
-          if (hooks !== undefined) setResult(chargedEvents(result as AsyncIterable<ExecutionResult>, hooks))
-        },
-        onSubscribeError() {
-          subscription.failed()
-        },
-      }
-    },
-
-    onExecutionResult({ result, setResult, request, context }) {
-      // Yoga's response cache answers a hit from the request's parameters, before any hook of the operation runs.
-      if (!servedFromResponseCache(result)) return undefined
-      // The server's context, which Yoga gives the request only once it runs the operation.
-      const httpContext: GraphQLContext = Object.assign(Object.create(context as object), { request })
-      const served = engine.admitServedResult(result as ExecutionResult, httpContext, requestState(context))
-      if (!(served instanceof Promise)) return setResult(served)
-      return served.then(setResult)
-    },
-
-    onResponse({ response, serverContext }) {
-      const state = requestState(serverContext)
-      if (state?.rateLimit === undefined || state.rateLimitPolicy === undefined) return
-      // Lowercase names: whatwg-node's Headers lowercase every name on `has` and `set`, and a mixed-case one then
-      // becomes a new string that is looked up the slow way; a lowercase one comes back as itself (this hook: 3.6
-      // → 0.7 µs per request in a perf profile).
-      const headers = response.headers
-      // Fields the application already set (in a plugin listed before this one) stay, and none of these is mixed in
-      // with them: the fields of one response describe one decision.
-      if (headers.has('ratelimit') || headers.has('ratelimit-policy')) return
-      headers.set('ratelimit-policy', state.rateLimitPolicy)
-      headers.set('ratelimit', state.rateLimit)
-    },
   }
 }
 

@@ -1,16 +1,7 @@
-/**
- * `tollboothConcurrency` (tollbooth/fastify) through real Fastify 5 servers on a loopback port and real clients: one
- * lease per request, released exactly once when the response finishes, when the client aborts mid-response and when
- * the client socket is reset; two servers sharing the slots of a store (memory, Redis, the cluster); route
- * `config.tollboothConcurrency`; refusals and errors through Fastify's reply and error handler; option checks.
- */
-import { randomUUID } from 'node:crypto'
 import { EventEmitter, once } from 'node:events'
-import { request as httpRequest, type IncomingMessage } from 'node:http'
-import { connect } from 'node:net'
 import { PassThrough } from 'node:stream'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it } from 'vitest'
 import { ErrorCodes } from '../../../src/core/errors.js'
 import { type ConcurrencyLimiter, concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
@@ -20,11 +11,10 @@ import {
   tollboothConcurrency,
   tollboothRateLimit,
 } from '../../../src/fastify/index.js'
-import { createStore, type StoreFixture, storeKinds } from '../../helpers/stores.js'
-import { CountingStore } from './countingStore.js'
+import { CountingStore } from '../../helpers/countingStore.js'
+import { startRequest } from '../../helpers/httpServer.js'
 
 const identify = (request: FastifyRequest) => String(request.headers['x-user'] ?? 'anonymous')
-const PROBLEM_JSON = 'application/problem+json; charset=utf-8'
 
 const apps: FastifyInstance[] = []
 afterEach(async () => {
@@ -64,140 +54,9 @@ async function guardedApp(
   return { url, port: Number(new URL(url).port), app }
 }
 
-/** Sends a GET with `x-user`; resolves with the response once its first body chunk arrived. */
-function startRequest(url: string, user: string) {
-  return new Promise<{ res: IncomingMessage; req: ReturnType<typeof httpRequest>; first: string }>(
-    (resolve, reject) => {
-      const req = httpRequest(url, { headers: { 'x-user': user }, agent: false })
-      req.on('response', (res) => {
-        res.once('data', (chunk: Buffer) => resolve({ res, req, first: chunk.toString() }))
-        res.once('error', () => {})
-      })
-      req.once('error', reject)
-      req.end()
-    },
-  )
-}
-
 function leases(store: CountingStore, name: string): ConcurrencyLimiter {
   return concurrencyLimit({ name, store, max: 1, leaseMs: 30_000 })
 }
-
-describe.each(storeKinds)('tollboothConcurrency on a %s store', (kind) => {
-  let fixture: StoreFixture
-  beforeAll(async () => {
-    fixture = await createStore(kind)
-  })
-  afterAll(async () => {
-    await fixture.close()
-  })
-
-  it('two servers share the slots of an identity: the third is refused with exact headers; each lease is released once when its response finishes', async () => {
-    const store = new CountingStore(fixture.store)
-    const options = { name: `fastify-c-${randomUUID().slice(0, 6)}`, store, max: 2, leaseMs: 30_000 }
-    const holding = holdingRoutes()
-    // Two servers, each with its own limiter object, as two processes would have.
-    const a = await guardedApp({ limiter: concurrencyLimit(options), identify }, holding.handler)
-    const b = await guardedApp({ limiter: concurrencyLimit(options), identify }, holding.handler)
-    const first = await startRequest(a.url, 'u1')
-    const second = await startRequest(b.url, 'u1')
-    await holding.until(2)
-    expect(first.first).toBe('holding\n')
-    expect(first.res.headers.ratelimit).toBe(`"${options.name}";r=1;t=30`)
-    expect(second.res.headers.ratelimit).toBe(`"${options.name}";r=0;t=30`)
-    expect(first.res.headers['ratelimit-policy']).toBe(`"${options.name}";q=2;qu="concurrent-requests"`)
-
-    for (const app of [a, b]) {
-      const refused = await fetch(app.url, { headers: { 'x-user': 'u1' } })
-      expect(refused.status).toBe(429)
-      expect({
-        policy: refused.headers.get('ratelimit-policy'),
-        ratelimit: refused.headers.get('ratelimit'),
-        retryAfter: refused.headers.get('retry-after'),
-        contentType: refused.headers.get('content-type'),
-      }).toEqual({
-        policy: `"${options.name}";q=2;qu="concurrent-requests"`,
-        ratelimit: `"${options.name}";r=0;t=30`,
-        retryAfter: '30',
-        contentType: PROBLEM_JSON,
-      })
-      expect(await refused.json()).toMatchObject({
-        status: 429,
-        'violated-policies': [options.name],
-        retryAfter: 30,
-      })
-    }
-    // Another identity has slots of its own.
-    const other = await startRequest(a.url, 'u2')
-    await holding.until(3)
-    expect(other.res.headers.ratelimit).toBe(`"${options.name}";r=1;t=30`)
-
-    for (const { stream } of holding.held) stream.end('done\n')
-    await Promise.all(holding.held.map((entry) => entry.closed))
-    await store.until(() => store.count('release') === 3)
-    expect(store.count('acquire')).toBe(5)
-    expect(store.count('release', 'u1')).toBe(2)
-    expect(store.count('release', 'u2')).toBe(1)
-    expect((await concurrencyLimit(options).peek('u1')).remaining).toBe(2)
-    // Nothing more is released later (a second release would be counted).
-    const settled = await startRequest(a.url, 'u3')
-    settled.req.destroy()
-    await store.until(() => store.count('release') === 4)
-    expect([store.count('acquire'), store.count('release'), store.count('release', 'u1')]).toEqual([6, 4, 2])
-  })
-
-  it('a client abort mid-response releases the lease exactly once', async () => {
-    const store = new CountingStore(fixture.store)
-    const limiter = leases(store, `fastify-abort-${randomUUID().slice(0, 6)}`)
-    const holding = holdingRoutes()
-    const { url } = await guardedApp({ limiter, identify }, holding.handler)
-    const { req, first } = await startRequest(url, 'aborter')
-    expect(first).toBe('holding\n')
-    expect((await limiter.peek('aborter')).remaining).toBe(0)
-
-    req.destroy()
-    await holding.held[0]?.closed
-    await store.until(() => store.count('release') === 1)
-    expect(holding.held[0]?.reply.raw.writableEnded).toBe(false)
-    expect((await limiter.peek('aborter')).remaining).toBe(1)
-    // The slot is free again for the same identity.
-    const again = await startRequest(url, 'aborter')
-    again.req.destroy()
-    await store.until(() => store.count('release') === 2)
-    expect([store.count('acquire'), store.count('release')]).toEqual([2, 2])
-  })
-
-  it('a socket error (client reset) releases the lease exactly once', async () => {
-    const store = new CountingStore(fixture.store)
-    const limiter = leases(store, `fastify-reset-${randomUUID().slice(0, 6)}`)
-    const socketErrors: string[] = []
-    const holding = holdingRoutes()
-    const { port } = await guardedApp({ limiter, identify }, async (request, reply) => {
-      request.raw.socket.on('error', (error: NodeJS.ErrnoException) =>
-        socketErrors.push(error.code ?? error.message),
-      )
-      return holding.handler(request, reply)
-    })
-    const socket = connect(port, '127.0.0.1')
-    socket.on('error', () => {})
-    socket.write('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nx-user: resetter\r\n\r\n')
-    await new Promise<void>((resolve) => {
-      let seen = ''
-      socket.on('data', (chunk: Buffer) => {
-        seen += chunk.toString()
-        if (seen.includes('holding')) resolve()
-      })
-    })
-    expect((await limiter.peek('resetter')).remaining).toBe(0)
-
-    socket.resetAndDestroy()
-    await holding.held[0]?.closed
-    await store.until(() => store.count('release') === 1)
-    expect(socketErrors).toEqual(['ECONNRESET'])
-    expect([store.count('acquire'), store.count('release')]).toEqual([1, 1])
-    expect((await limiter.peek('resetter')).remaining).toBe(1)
-  })
-})
 
 describe('tollboothConcurrency route config, callbacks and errors', () => {
   it('a route with its own limiter, and a route left unguarded', async () => {

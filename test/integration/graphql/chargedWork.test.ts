@@ -16,6 +16,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../../../src/core/rateLimiter.js'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
+import type { Store } from '../../../src/core/stores/store.js'
 import { costDirectivesTypeDefs, type TollboothGraphQLOptions } from '../../../src/graphql/index.js'
 import { createPrometheusMetrics } from '../../../src/metrics/index.js'
 import {
@@ -24,6 +25,7 @@ import {
   graphqlServerDrivers,
   startApollo,
 } from '../../helpers/graphqlServers.js'
+import { createStore, type StoreFixture } from '../../helpers/stores.js'
 
 const typeDefs = /* GraphQL */ `
   type Item {
@@ -35,6 +37,8 @@ const typeDefs = /* GraphQL */ `
     "Non-null; throws on the last of big's items, nulling all of big."
     bad: Int!
     children(first: Int = 5): [Item!]! @listSize(slicingArguments: ["first"])
+    "A dear leaf."
+    heavy: Int @cost(weight: 10)
   }
   type Session {
     token: String!
@@ -124,6 +128,7 @@ function createServerSchema(calls: Record<string, number>) {
       Item: {
         children: (_: unknown, { first }: { first: number }) => counted('children', items(first)),
         wide: () => counted('wide', items(100)),
+        heavy: () => counted('heavy', 1),
         wideLater: async () => {
           await new Promise((resolve) => setImmediate(resolve))
           return counted('wideLater', items(100))
@@ -153,10 +158,10 @@ afterEach(async () => {
 })
 
 /** A budget no test shares, refilling so slowly (a token every 100 s) that nothing comes back meanwhile. */
-function budget(capacity: number): RateLimiter {
+function budget(capacity: number, store: Store = new MemoryStore()): RateLimiter {
   return tokenBucket({
     name: `work-${randomUUID().slice(0, 8)}`,
-    store: new MemoryStore(),
+    store,
     capacity,
     refillPerSecond: 0.01,
   })
@@ -307,15 +312,73 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
       const reply = await server.post(query)
       expect(reply.body.data).toBeNull()
       expect(reply.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMITED')
-      // 1,000 points and 1,000 of debt pay for 2,000: the 100 big items and 18 lists of 100 (debited as the work
-      // outruns what was paid, 50 points ahead). The 19th list's resolver ran; its items did not: refused.
-      expect(server.calls).toEqual({ big: 1, wide: 19, bad: 18 })
-      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 110, actualQueryCost: 1900 })
+      // 1,000 points and 1,000 of debt pay for 2,000: the 100 big items and 19 lists of 100. The 20th list's
+      // resolver ran; its items would take the work past 2,000: refused, and its null ends the response.
+      expect(server.calls).toEqual({ big: 1, wide: 20, bad: 19 })
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 110, actualQueryCost: 2000 })
       // The budget owes its whole capacity: the next operation of 1 fits once 1,001 tokens are back.
       const next = await server.post('{ items(first: 1) { id } }')
       expect(next.status).toBe(429)
       expect(Number(next.headers.get('retry-after'))).toBeGreaterThan(100_000)
       expect(Number(next.headers.get('retry-after'))).toBeLessThanOrEqual(100_100)
+    })
+  })
+
+  describe('the weighted fields under a list longer than its estimate stop at what the budget can pay', () => {
+    // users(first: null) is priced as an unsliced list, 10 × (1 + 4 heavy × 10) = 410, and answers 1,000 users. A
+    // budget of 1,000 can pay 1,000 and owe 1,000: 2,000 points of work. The list's 1,000 objects are 1,000; then
+    // 25 users' four heavy fields (25 × 40 = 1,000) reach 2,000, and every heavy after them is refused before its
+    // resolver runs, on a store that answers at once as on one whose answers come after the work has run on.
+    const query = '{ users(first: null) { h0: heavy h1: heavy h2: heavy h3: heavy } }'
+    let redis: StoreFixture | undefined
+
+    afterEach(async () => {
+      await redis?.close()
+      redis = undefined
+    })
+
+    it.each(['memory', 'redis'] as const)(
+      'on a %s store: 100 heavy fields run, 2,000 is paid',
+      async (kind) => {
+        let store: Store = new MemoryStore()
+        if (kind === 'redis') {
+          redis = await createStore('redis')
+          store = redis.store
+        }
+        const limiter = budget(1000, store)
+        const server = await start({ limiter })
+        const reply = await server.post(query)
+        expect(reply.status).toBe(200)
+        expect(reply.body.data.users).toHaveLength(ALL_USERS)
+        expect(server.calls).toEqual({ users: 1, heavy: 100 })
+        const errors = reply.body.errors ?? []
+        expect(errors).toHaveLength((ALL_USERS - 25) * 4)
+        expect(errors[0]).toMatchObject({ path: ['users', 25, 'h0'], extensions: { code: 'RATE_LIMITED' } })
+        expect(reply.body.extensions?.cost).toMatchObject({
+          requestedQueryCost: 410,
+          actualQueryCost: 2000,
+          throttleStatus: { currentlyAvailable: -1000 },
+        })
+        const next = await server.post('{ items(first: 1) { id } }')
+        expect(next.status).toBe(429)
+        expect(server.calls).toEqual({ users: 1, heavy: 100 })
+      },
+    )
+
+    it('a list the budget could never pay is refused before its items run, and costs only its call', async () => {
+      const limiter = budget(400)
+      const server = await start({ limiter })
+      // Priced 10 (unsliced: the default size), with 390 left and 400 of debt: at most 800 points of work. The
+      // 1,000 objects users answers are refused whole, before any is completed, and no debit is made for them.
+      const reply = await server.post('{ users(first: null) { id } }')
+      expect(reply.status).toBe(200)
+      expect(reply.body.data).toBeNull()
+      expect(reply.body.errors).toHaveLength(1)
+      expect(reply.body.errors?.[0]).toMatchObject({ path: ['users'], extensions: { code: 'RATE_LIMITED' } })
+      expect(server.calls).toEqual({ users: 1 })
+      // What ran is users' call: minCost, 1. The estimate's other 9 go back.
+      expect(reply.body.extensions?.cost).toMatchObject({ requestedQueryCost: 10, actualQueryCost: 1 })
+      expect((await limiter.peek(CLIENT)).remaining).toBe(399)
     })
   })
 
@@ -386,9 +449,10 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
       const replies = []
       for (let attempt = 0; attempt < 50; attempt++) replies.push(await server.post(`{ ${aliases} }`))
       // last: -1 is priced as an unsliced call, the default size: 10 items per alias, 100 in all. The resolver read
-      // it as "all but one": 499 items per alias. The first list is paid from the 200 left and 300 of debt; the
-      // second would take the budget past its capacity of debt: refused, and so are the lists after it. Its items
-      // never run, and a non-null root field refused nulls the data.
+      // it as "all but one": 499 items per alias. The first list is paid from the 200 left and 199 of debt; the
+      // second would take the work past what the budget can pay (the 200 left and its capacity of 300 as debt):
+      // refused, uncharged, and so are the lists after it. Its items never run, and a non-null root field refused
+      // nulls the data.
       const [first, ...rest] = replies
       expect(first?.status).toBe(200)
       expect(first?.body.data).toBeNull()
@@ -400,13 +464,13 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
       expect(first?.body.extensions?.cost).toMatchObject({
         requestedQueryCost: 100,
         actualQueryCost: 499,
-        throttleStatus: { currentlyAvailable: -300 },
+        throttleStatus: { currentlyAvailable: -199 },
       })
       expect(rest.map((reply) => reply.status)).toEqual(rest.map(() => 429))
-      // Owing 300, the next operation of 100 fits once 400 tokens are back: 40,000 s at 0.01 per second.
+      // Owing 199, the next operation of 100 fits once 299 tokens are back: 29,900 s at 0.01 per second.
       const retryAfter = Number(rest.at(-1)?.headers.get('retry-after'))
-      expect(retryAfter).toBeGreaterThan(39_000)
-      expect(retryAfter).toBeLessThanOrEqual(40_000)
+      expect(retryAfter).toBeGreaterThan(29_800)
+      expect(retryAfter).toBeLessThanOrEqual(29_900)
       // The refusal of m1 nulled the data, and graphql-js ran no root field after it.
       expect(server.calls).toEqual({ messages: 2 })
     })

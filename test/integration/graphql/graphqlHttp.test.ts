@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url'
 import type { ApolloServerPlugin, BaseContext } from '@apollo/server'
 import { type DocumentNode, GraphQLError, parse, print } from 'graphql'
 import { createSchema, type Plugin } from 'graphql-yoga'
-import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, inject, it, onTestFinished } from 'vitest'
 import type { TollboothError } from '../../../src/core/errors.js'
 import type { RateLimiter } from '../../../src/core/rateLimiter.js'
 import {
@@ -25,6 +25,7 @@ import {
 } from '../../../src/graphql/index.js'
 import { tokenBucket } from '../../../src/index.js'
 import { JsonLinesProcess } from '../../helpers/childProcess.js'
+import { VirtualClock } from '../../helpers/contract.js'
 import {
   apolloDriver,
   closeServers,
@@ -39,10 +40,6 @@ import {
 import { createStore, type StoreFixture, type StoreKind } from '../../helpers/stores.js'
 import { createTestSchema, type ResolverCalls, resolverCalls, totalCalls } from '../../helpers/yogaSchema.js'
 import type { YogaWorkerJob } from '../../helpers/yogaServerWorker.js'
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
-}
 
 /** `"name";r=12;t=3` → { r: 12, t: 3 } */
 function rateLimitFields(header: string | null): { name: string; r: number; t: number } {
@@ -103,17 +100,6 @@ function apolloPluginSetting(name: string, value: string): ApolloServerPlugin<Ba
 /** A limiter name no other test uses (the store prefix is unique per test too). */
 function uniqueName(label: string): string {
   return `${label}-${randomUUID().slice(0, 8)}`
-}
-
-/** Polls `read` until it answers `expected` or `withinMs` pass; answers the last value read. */
-async function settleOn<T>(read: () => Promise<T>, expected: T, withinMs = 1000): Promise<T> {
-  const deadline = performance.now() + withinMs
-  let value = await read()
-  while (value !== expected && performance.now() < deadline) {
-    await sleep(10)
-    value = await read()
-  }
-  return value
 }
 
 // The identity the plugin uses by default: the client IP (the tests connect from 127.0.0.1).
@@ -202,17 +188,39 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
     })
 
     it('the refund reaches the limiter itself (peek), not only the response', async () => {
-      const limiter = bucket('refund', 100, 0.01)
+      // The refund is not awaited before the response: each one is waited for as the limiter reports it.
+      const refunds: number[] = []
+      let refunded: () => void = () => {}
+      const limiter = tokenBucket({
+        name: uniqueName('refund'),
+        capacity: 100,
+        refillPerSecond: 0.01,
+        store: fixture.store,
+        hooks: {
+          onDecision: (event) => {
+            if (event.op !== 'refund') return
+            refunds.push(event.cost)
+            refunded()
+          },
+        },
+      })
+      const nextRefund = () =>
+        new Promise<void>((resolve) => {
+          refunded = resolve
+        })
       const server = await startServer({ limiter, store: fixture.store })
 
+      const first = nextRefund()
       const reply = await server.post({ query: USERS_WITH_FRIENDS })
       expect(reply.body.extensions?.cost?.throttleStatus?.currentlyAvailable).toBe(76)
-      // The refund is not awaited before the response: poll briefly (a memory store has it at once).
-      const remaining = await settleOn(async () => (await limiter.peek(CLIENT_IP_KEY)).remaining, 76)
-      expect(remaining).toBe(76)
-      // And it stays there: refunded once, not twice.
-      await sleep(50)
+      await first
       expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(76)
+      // Refunded once, not twice: after a second operation and its own refund, 100 − 2 × (40 − 16) are left.
+      const second = nextRefund()
+      await server.post({ query: USERS_WITH_FRIENDS })
+      await second
+      expect(refunds).toEqual([16, 16])
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(52)
     })
 
     it('the RateLimit header follows the refund: r is what is left after it, t the next token', async () => {
@@ -326,17 +334,30 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
     })
 
     it('admits a denied operation again once its Retry-After has passed: a denial spends nothing', async () => {
-      // 16 tokens, 4 per second: a cost-8 operation on an empty bucket waits 2 s (less if the machine is slow).
-      const limiter = bucket('deny-again', 16, 4)
-      const server = await startServer({ limiter, store: fixture.store })
+      // 16 tokens, 4 per second: a cost-8 operation on an empty bucket waits exactly 2 s, on a virtual clock.
+      const clock = new VirtualClock()
+      const timed = await createStore(kind, clock.now)
+      onTestFinished(() => timed.close())
+      // No deny cache: it runs on real time, the store on the virtual clock.
+      const limiter = tokenBucket({
+        name: uniqueName('deny-again'),
+        capacity: 16,
+        refillPerSecond: 4,
+        store: timed.store,
+        denyCache: false,
+      })
+      const server = await startServer({ limiter, store: timed.store })
       expect((await server.post({ query: EIGHT_USERS_ONE_FRIEND })).status).toBe(200)
       const before = { ...server.calls }
       const denied = await server.post({ query: EIGHT_USERS })
       expect(denied.status).toBe(429)
+      expect(denied.headers.get('retry-after')).toBe('2')
       expect(denied.body.errors?.[0]?.extensions?.code).toBe('RATE_LIMITED')
       expect(server.calls).toEqual(before)
 
-      await sleep(Number(denied.headers.get('retry-after')) * 1000)
+      clock.advance(1999)
+      expect((await server.post({ query: EIGHT_USERS })).status).toBe(429)
+      clock.advance(1)
       const again = await server.post({ query: EIGHT_USERS })
       expect(again.status).toBe(200)
       expect(again.body.errors).toBeUndefined()
@@ -883,6 +904,9 @@ describe.each(graphqlServerDrivers)('$pluginName options', (driver) => {
     ['limiter missing', {}, '"limiter"'],
     ['limiter not a limiter', { limiter: { consume: () => {} } }, '"limiter"'],
     ['maxCost -1', { limiter, maxCost: -1 }, '"maxCost"'],
+    // Every operation costs at least minCost: these would refuse them all.
+    ['minCost above maxCost', { limiter, minCost: 6000, maxCost: 5000 }, '"minCost"'],
+    ['minCost above what the limiter can hold (10)', { limiter, minCost: 11 }, '"minCost"'],
     ['limits.maxDepth 0', { limiter, limits: { maxDepth: 0 } }, '"limits.maxDepth"'],
     [
       'fieldLimits with a bad coordinate',

@@ -634,6 +634,26 @@ describe.each(wsServerDrivers.map((driver) => [driver.name, driver] as const))('
       expect(await h.eventsRemaining()).toBe(1000 - 3 * 105)
     })
 
+    it('an event does at most twice its budget for events of work: a list past that is refused before its items run', async () => {
+      // A budget for events of 40 can pay 40 and owe 40: 80 points per event at most. Each event's many returns 100
+      // samples (priced 2): with ticks' own 5, 105. The list is refused before its samples complete; the event is
+      // answered with ticks nulled and a RATE_LIMITED error, and pays what ran, ticks' 5.
+      const h = await start(driver, { capacity: 100, eventCapacity: 40 })
+      const op = subscribeWs(wsClient(h.wsUrl), 'subscription { ticks(count: 3) { n many { v } } }')
+      expect(await within(op.ended, 5_000, 'the subscription to complete')).toBeUndefined()
+      expect(op.results.map((result) => result.data)).toEqual([
+        { ticks: null },
+        { ticks: null },
+        { ticks: null },
+      ])
+      expect(op.results.map((result) => result.errors?.map((error) => error.extensions?.code))).toEqual([
+        ['RATE_LIMITED'],
+        ['RATE_LIMITED'],
+        ['RATE_LIMITED'],
+      ])
+      expect(await h.eventsRemaining()).toBe(40 - 3 * 5)
+    })
+
     it('costPerEvent is the least an event costs', async () => {
       const h = await start(driver, {
         capacity: 100,

@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises'
+import { once } from 'node:events'
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
@@ -8,24 +8,61 @@ import { protectWebSocketServer, type WebSocketProtection } from '../../../src/w
 import { createStore, type StoreFixture } from '../../helpers/stores.js'
 
 const budget = { capacity: 30, refillPerSecond: 0.001, batch: 5 }
+/** Every client here connects from the loopback address: one identity. */
+const IDENTITY = '127.0.0.1'
 
 interface Server {
   wss: WebSocketServer
   protection: WebSocketProtection
   url: string
+  /** Messages the app's listener got. */
   delivered: number
+  /** Messages the protection dropped (the shared budget refused them). */
+  dropped: number
+  /** Server-side sockets, in the order of their 'connection' event. */
+  sockets: WebSocket[]
+  /** Resolves once `n` messages in all were either delivered or dropped. */
+  decided(n: number): Promise<void>
 }
 
 async function protectedServer(store: Store): Promise<Server> {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' })
   await new Promise((resolve) => wss.once('listening', resolve))
+  const waiters: { n: number; resolve: () => void }[] = []
+  const settle = () => {
+    for (const waiter of waiters.splice(0)) {
+      if (server.delivered + server.dropped >= waiter.n) waiter.resolve()
+      else waiters.push(waiter)
+    }
+  }
   const server: Server = {
     wss,
-    protection: protectWebSocketServer(wss, { store, identityMessages: budget, dropsBeforeClose: 1000 }),
+    protection: protectWebSocketServer(wss, {
+      store,
+      identityMessages: budget,
+      dropsBeforeClose: 1000,
+      onDrop: () => {
+        server.dropped++
+        settle()
+      },
+    }),
     url: `ws://127.0.0.1:${(wss.address() as { port: number }).port}`,
     delivered: 0,
+    dropped: 0,
+    sockets: [],
+    decided: (n) =>
+      new Promise((resolve) => {
+        waiters.push({ n, resolve })
+        settle()
+      }),
   }
-  wss.on('connection', (ws) => ws.on('message', () => server.delivered++))
+  wss.on('connection', (ws) => {
+    server.sockets.push(ws)
+    ws.on('message', () => {
+      server.delivered++
+      settle()
+    })
+  })
   return server
 }
 
@@ -35,6 +72,13 @@ function connect(url: string): Promise<WebSocket> {
     client.once('open', () => resolve(client))
     client.once('error', reject)
   })
+}
+
+/** Closes a client and resolves once the server saw its socket close (when the protection settles its budget). */
+async function closeAndWait(client: WebSocket, serverSide: WebSocket): Promise<void> {
+  const closed = once(serverSide, 'close')
+  client.close()
+  await closed
 }
 
 describe.each(['memory', 'redis'] as const)('identityMessages on the %s store', (kind) => {
@@ -48,33 +92,63 @@ describe.each(['memory', 'redis'] as const)('identityMessages on the %s store', 
     await fixture.close()
   })
 
-  it('shares one budget across connections and servers, and spends exactly what was delivered', async () => {
-    fixture =
-      kind === 'memory'
-        ? { store: new MemoryStore(), ttls: async () => [], close: async () => {} }
-        : await createStore('redis')
-    // Two servers on one store stand for two processes; four clients of one identity (the loopback IP).
-    servers.push(await protectedServer(fixture.store), await protectedServer(fixture.store))
-    const clients = await Promise.all(servers.flatMap((s) => [connect(s.url), connect(s.url)]))
-    for (let round = 0; round < 15; round++) {
-      for (const client of clients) client.send('m')
-      await sleep(5)
-    }
-    await sleep(200)
-    const delivered = servers.reduce((sum, s) => sum + s.delivered, 0)
-    // 60 sent, a budget of 30: never more; tokens parked in a server (at most a batch each) may go unspent.
-    expect(delivered).toBeLessThanOrEqual(30)
-    expect(delivered).toBeGreaterThanOrEqual(30 - 2 * budget.batch)
-    for (const client of clients) client.close()
-    await sleep(200)
-    // The last connection of each server gave its unspent tokens back: the store spent exactly what was delivered.
-    const sameBucket = tokenBucket({
+  /** A limiter reading the protection's shared bucket on the same store. */
+  const sameBucket = () =>
+    tokenBucket({
       name: 'ws-identity-messages',
       store: fixture.store,
       capacity: budget.capacity,
       refillPerSecond: budget.refillPerSecond,
       denyCache: false,
     })
-    expect((await sameBucket.peek('127.0.0.1')).remaining).toBe(30 - delivered)
+
+  const useStore = async () => {
+    fixture =
+      kind === 'memory'
+        ? { store: new MemoryStore(), ttls: async () => [], close: async () => {} }
+        : await createStore('redis')
+  }
+
+  it('shares one budget across connections and servers: 60 sent, exactly the 30 of the budget delivered', async () => {
+    await useStore()
+    // Two servers on one store stand for two processes; four clients of one identity.
+    servers.push(await protectedServer(fixture.store), await protectedServer(fixture.store))
+    const [a, b] = servers as [Server, Server]
+    const clients: [WebSocket, Server][] = []
+    for (const server of [a, a, b, b]) clients.push([await connect(server.url), server])
+    const sent = new Map<Server, number>()
+    for (let round = 0; round < 15; round++) {
+      for (const [client, server] of clients) {
+        client.send('m')
+        sent.set(server, (sent.get(server) ?? 0) + 1)
+        // Each message delivered or dropped before the next: the count cannot depend on how they interleave.
+        await server.decided(sent.get(server) as number)
+      }
+    }
+    // Each server went on getting messages after the store ran dry: what it had drawn, it spent.
+    expect(servers.map((s) => s.delivered + s.dropped)).toEqual([30, 30])
+    expect(a.delivered + b.delivered).toBe(30)
+    expect((await sameBucket().peek(IDENTITY)).remaining).toBe(0)
+  })
+
+  it("gives back the tokens drawn and not spent when the identity's last connection here closes", async () => {
+    await useStore()
+    const server = await protectedServer(fixture.store)
+    servers.push(server)
+    const first = await connect(server.url)
+    const second = await connect(server.url)
+    // The first connection drew one batch (5); the second found them at hand.
+    expect((await sameBucket().peek(IDENTITY)).remaining).toBe(25)
+    first.send('m')
+    first.send('m')
+    await server.decided(2)
+    expect({ delivered: server.delivered, dropped: server.dropped }).toEqual({ delivered: 2, dropped: 0 })
+    // 3 of the 5 are parked here, unspent (a draw starts only once half of a batch is spent).
+    await closeAndWait(first, server.sockets[0] as WebSocket)
+    // Another connection of the identity still spends from them: nothing given back yet.
+    expect((await sameBucket().peek(IDENTITY)).remaining).toBe(25)
+    await closeAndWait(second, server.sockets[1] as WebSocket)
+    // The last one gave the 3 back: the store spent exactly what was delivered.
+    expect((await sameBucket().peek(IDENTITY)).remaining).toBe(30 - 2)
   })
 })

@@ -6,19 +6,24 @@
  * Every server listens on 127.0.0.1 port 0 and every client is a real one: a `ws` WebSocket, a graphql-ws client,
  * or, where a client must stop reading, a raw TCP socket that does the handshake and writes masked frames itself.
  */
+import { once } from 'node:events'
 import type { Socket } from 'node:net'
 import { setTimeout as sleep, setImmediate as tick } from 'node:timers/promises'
 import { GraphQLInt, GraphQLObjectType, GraphQLSchema, GraphQLString } from 'graphql'
 import { type Client, createClient } from 'graphql-ws'
 import { useServer } from 'graphql-ws/use/ws'
+import { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
 import { type ClientOptions, type RawData, type ServerOptions, WebSocket, WebSocketServer } from 'ws'
+import { RedisStore } from '../../../src/core/stores/redisStore.js'
 import {
   type ProtectWebSocketOptions,
   protectWebSocketServer,
   type WebSocketProtection,
 } from '../../../src/ws/index.js'
 import { clientFrame, type RawWebSocket, rawWebSocket, serverFrames } from '../../helpers/rawWebSocket.js'
+import { startRedis } from '../../helpers/redisServer.js'
+import { limiterClientOptions, whenReady } from '../../helpers/stores.js'
 
 const HOST = '127.0.0.1'
 const KiB = 1024
@@ -732,7 +737,23 @@ describe('graphql-ws', () => {
     await waitFor('connection_ack', () => messages().some((m) => m.type === 'connection_ack'))
     const subscribe = (id: string) =>
       client.ws.send(JSON.stringify({ type: 'subscribe', id, payload: { query: 'subscription { count }' } }))
-    return { ...client, messages, subscribe }
+    /** How many messages of this type and id arrived. */
+    const count = (type: string | undefined, id: string) =>
+      messages().filter((m) => (type === undefined || m.type === type) && m.id === id).length
+    /** Resolves on the message that makes `count(type, id)` exceed `seen` (the server's answer to what was sent). */
+    const answered = (what: string, type: string | undefined, id: string, seen: number) => {
+      const arrived = new Promise<void>((resolve) => {
+        const check = () => {
+          if (count(type, id) <= seen) return
+          client.ws.off('message', check)
+          resolve()
+        }
+        client.ws.on('message', check)
+        check()
+      })
+      return within(arrived, 5_000, what)
+    }
+    return { ...client, messages, subscribe, count, answered }
   }
 
   it('a subscribe that reuses an active id does not free a place under the cap', async () => {
@@ -745,20 +766,17 @@ describe('graphql-ws', () => {
     client.subscribe('b')
     await waitFor('two running subscriptions', () => running.now === 2)
 
-    // At the cap, a subscribe with the id of a running one: graphql-ws would close 4409 for it; the guard answers
-    // with an `error` for that id instead, and then takes its own outgoing `error` for the end of the running one.
-    // A new id then gets a place, while the "ended" one keeps running. Five times over:
-    let last = 'b'
-    for (const next of ['c', 'd', 'e', 'f', 'g']) {
-      client.subscribe(last)
-      await sleep(50)
-      client.subscribe(next)
-      await sleep(50)
-      last = next
-    }
-    await sleep(100)
-
-    expect(running.max, `subscriptions running at once (cap 2); now ${running.now}`).toBeLessThanOrEqual(2)
+    // At the cap, a subscribe with the id of a running one, and a new id right behind it. The guard leaves the
+    // reused id to graphql-ws, which closes the connection for it (4409); had the guard refused it with an `error`
+    // of its own, that error would read as the end of the running one and free a place for the new id.
+    client.subscribe('b')
+    client.subscribe('c')
+    expect(await within(client.closed, 5_000, 'the close for the reused id')).toEqual({
+      code: 4409,
+      reason: 'Subscriber for b already exists',
+    })
+    expect(client.count(undefined, 'c')).toBe(0)
+    expect(running.max, `subscriptions running at once (cap 2); now ${running.now}`).toBe(2)
   })
 
   it('a subscribe whose "type" key is written with a JSON escape is still counted', async () => {
@@ -775,7 +793,7 @@ describe('graphql-ws', () => {
     for (const id of ['c', 'd', 'e']) {
       client.ws.send(`{"typ\\u0065":"subscribe","id":"${id}","payload":{"query":"subscription { count }"}}`)
     }
-    await sleep(300)
+    for (const id of ['c', 'd', 'e']) await client.answered(`an answer for ${id}`, undefined, id, 0)
 
     expect(running.max, `subscriptions running at once (cap 2); now ${running.now}`).toBeLessThanOrEqual(2)
     const refused = client.messages().filter((m) => m.type === 'error')
@@ -810,6 +828,39 @@ describe('rekey', () => {
     expect(server.protection.identityOf(ws)).toBe('alice')
     await expect(open(server.url)).rejects.toThrow('upgrade refused: 429') // still one slot, held
   })
+
+  it('a connection that closes while its rekey waits for the store: the new slot is given back', async () => {
+    // A private Redis, paused (SIGSTOP) so that rekey's lease request waits while the client leaves.
+    const redis = await startRedis()
+    cleanups.push(() => redis.stop())
+    const client = new Redis(redis.url, limiterClientOptions)
+    client.on('error', () => {})
+    cleanups.push(() => client.disconnect())
+    await whenReady(client)
+    const store = new RedisStore({ client, prefix: 'rekey:', timeoutMs: 10_000 })
+    await store.warmUp()
+    const server = await serve({ store, maxConnectionsPerIdentity: 1, heartbeatMs: 0 })
+    const connection = server.nextConnection()
+    const leaving = await open(server.url)
+    const ws = await connection
+
+    redis.pause()
+    cleanups.push(() => redis.resume())
+    const rekeyed = server.protection.rekey(ws, 'alice')
+    const closed = once(ws, 'close')
+    leaving.ws.close()
+    await closed
+    expect(server.protection.openConnections).toBe(0)
+    redis.resume()
+    // alice's slot was granted after the socket had gone; rekey gave it back before resolving.
+    expect((await rekeyed).allowed).toBe(true)
+    expect(server.protection.identityOf(ws)).toBeUndefined()
+
+    // alice's only slot is free: another connection of hers is admitted to it.
+    const next = server.nextConnection()
+    await open(server.url)
+    expect((await server.protection.rekey(await next, 'alice')).allowed).toBe(true)
+  })
 })
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -825,12 +876,23 @@ describe('identityMessages', () => {
       messagesPerSecond: 1e6,
       messageBurst: 1e6,
       heartbeatMs: 0,
-      onDrop: (_ws, info) => drops.push(info.retryAfterMs),
+      onDrop: (_ws, info) => {
+        drops.push(info.retryAfterMs)
+        decided()
+      },
     })
+    let decided = () => {}
+    const all = new Promise<void>((resolve) => {
+      decided = () => {
+        if (server.messages.length + drops.length === 50) resolve()
+      }
+    })
+    const connection = server.nextConnection()
+    // The upgrade completes once the identity's first batch is drawn: the burst meets tokens at hand.
     const client = await open(server.url)
-    await sleep(50)
+    ;(await connection).on('message', decided)
     for (let i = 0; i < 50; i++) client.ws.send(`m${i}`)
-    await sleep(300)
+    await within(all, 5_000, 'each of the 50 messages delivered or dropped')
 
     expect(
       {

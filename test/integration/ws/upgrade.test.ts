@@ -315,6 +315,23 @@ class ServerProcess extends JsonLinesProcess {
     this.child.stdin?.write('stats\n')
     return this.next<WsWorkerStats>()
   }
+
+  /** Asks for stats until `holds` says they show what the test waits for (each answer is a round trip). */
+  async statsWhen(holds: (stats: WsWorkerStats) => boolean, what: string): Promise<WsWorkerStats> {
+    const deadline = performance.now() + CONNECT_TIMEOUT_MS
+    for (;;) {
+      const stats = await this.stats()
+      if (holds(stats)) return stats
+      if (performance.now() > deadline) throw new Error(`${what}: not within ${CONNECT_TIMEOUT_MS} ms`)
+    }
+  }
+
+  /** Resolves once the server's connection leases were renewed `count` times in all (`countRenewals`). */
+  async renewals(count: number): Promise<WsWorkerStats> {
+    if (!this.alive) throw new Error(`not running: ${this.describe()}`)
+    this.child.stdin?.write(`renewals ${count}\n`)
+    return this.next<WsWorkerStats>()
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -537,19 +554,16 @@ describe('a client that leaves while its admission is pending', () => {
     })
     const url = await server.ready()
     const socket = await sendRawUpgrade(Number(new URL(url).port))
-    let pending = 0
-    for (const deadline = Date.now() + 2_000; pending === 0 && Date.now() < deadline; ) {
-      pending = (await server.stats()).pending
-    }
-    expect(pending).toBe(1)
+    const admitting = await server.statsWhen((stats) => stats.pending > 0, 'the upgrade to be pending')
+    expect(admitting.pending).toBe(1)
     socket.resetAndDestroy()
 
-    // Past the identify delay: the admission finished and found the client gone.
-    await sleep(500)
-    expect(server.alive, server.describe()).toBe(true)
-    expect(await server.stats()).toEqual({ connections: 0, open: 0, pending: 0, slowCalls: 0 })
+    // The admission finishes after the identify delay, and finds the client gone.
+    const settled = await server.statsWhen((stats) => stats.pending === 0, 'the admission to finish')
+    expect(settled).toEqual({ connections: 0, open: 0, pending: 0, slowCalls: 0, renewals: 0 })
     const ws = await connectOpen(url)
     expect(ws.readyState).toBe(WebSocket.OPEN)
+    expect(server.alive, server.describe()).toBe(true)
   })
 
   it('identityMessages: a TCP reset while the first message tokens are drawn leaves no lease behind', async () => {
@@ -565,19 +579,18 @@ describe('a client that leaves while its admission is pending', () => {
     })
     const url = await server.ready()
     const socket = await sendRawUpgrade(Number(new URL(url).port))
-    let slowCalls = 0
-    for (const deadline = Date.now() + 2_000; slowCalls === 0 && Date.now() < deadline; ) {
-      slowCalls = (await server.stats()).slowCalls
-    }
-    expect(slowCalls).toBe(1)
+    const drawing = await server.statsWhen((stats) => stats.slowCalls > 0, 'the first draw to start')
+    expect(drawing.slowCalls).toBe(1)
     socket.resetAndDestroy()
 
-    await sleep(500)
-    expect(server.alive, server.describe()).toBe(true)
-    expect(await server.stats()).toMatchObject({ connections: 0, open: 0, pending: 0 })
+    // The draw is answered, the admission finishes and finds the client gone: the drawn batch is given back (the
+    // second call to the identity's budget) before the lease.
+    const settled = await server.statsWhen((stats) => stats.pending === 0, 'the admission to finish')
+    expect(settled).toEqual({ connections: 0, open: 0, pending: 0, slowCalls: 2, renewals: 0 })
     // The cap is 1: the next client gets the slot only if the one taken for the reset client was given back.
     const outcome = await connect(url)
     expect(outcome.kind, describeOutcome(outcome)).toBe('open')
+    expect(server.alive, server.describe()).toBe(true)
   })
 })
 
@@ -677,14 +690,16 @@ describe('several processes on one Redis', () => {
       handshakesPerIp: false as const,
       failPolicy: 'closed' as const,
     }
-    const victim = new ServerProcess({ redisUrl: inject('redisUrl'), prefix, protect })
+    const victim = new ServerProcess({ redisUrl: inject('redisUrl'), prefix, protect, countRenewals: true })
     const victimUrl = await victim.ready()
     const survivor = await startServer({ ...protect, store: createStore('redis', prefix) })
 
     const held = await Promise.all(Array.from({ length: max }, () => connect(victimUrl)))
     expect(held.map((outcome) => outcome.kind)).toEqual(Array(max).fill('open'))
-    // Longer than leaseMs: only the victim's renewals (every leaseMs / 3) keep its leases.
-    await sleep(leaseMs + 200)
+    // Four renewal rounds (one every leaseMs / 3) after the leases were taken: the fourth comes more than leaseMs
+    // after them, so only the renewals keep the leases now.
+    const { renewals } = await victim.stats()
+    expect((await victim.renewals(renewals + 4 * max)).open).toBe(max)
     expectConnectionCap429(await connectRefused(survivor.url), max)
 
     const killedAt = performance.now()
@@ -811,43 +826,36 @@ describe('close() of the protection', () => {
     },
   )
 
-  it('an upgrade still pending when close() runs ends up holding no slot and no open connection', async () => {
+  it('an upgrade still pending when close() runs is refused with 503, holding no slot and no connection', async () => {
     const store = createStore('memory')
-    let entered = 0
+    let entered: () => void = noop
+    const identifying = new Promise<void>((resolve) => {
+      entered = resolve
+    })
+    let identify: (identity: string) => void = noop
     const server = await startServer({
       store,
       maxConnectionsPerIdentity: 2,
       handshakesPerIp: false,
-      identify: async () => {
-        entered++
-        await sleep(200)
-        return 'late-user'
-      },
+      identify: () =>
+        new Promise<string>((resolve) => {
+          identify = resolve
+          entered()
+        }),
     })
     const late = connect(server.url)
-    expect(await eventually(() => entered === 1)).toBe(true)
+    await identifying
     expect(server.protection.pendingUpgrades).toBe(1)
     await server.protection.close()
+    // The admission decides only now, after close(): its lease is taken, then given back with the refusal.
+    identify('late-user')
 
     const outcome = await late
-    expect(await eventually(() => server.protection.pendingUpgrades === 0)).toBe(true)
-    // Either refused, or opened and closed with 1001 like the sockets close() found: never left open and counted.
-    const closeCode =
-      outcome.kind === 'open'
-        ? await Promise.race([
-            once(outcome.ws, 'close').then(([code]) => code as number),
-            sleep(500).then(() => 'still open after 500 ms'),
-          ])
-        : undefined
-    await eventually(async () => (await freeSlots(store, 'late-user', 2)) === 2, 500)
-    const state = {
-      outcome: outcome.kind,
-      closeCode,
-      openConnections: server.protection.openConnections,
-      freeSlots: await freeSlots(store, 'late-user', 2),
-    }
-    expect(state, JSON.stringify(state)).toMatchObject({ openConnections: 0, freeSlots: 2 })
-    if (outcome.kind === 'open') expect(closeCode).toBe(CloseCodes.GOING_AWAY)
+    expect(outcome.kind === 'refused' && [outcome.status, outcome.headers['retry-after']]).toEqual([503, '1'])
+    expect(server.protection.pendingUpgrades).toBe(0)
+    expect(server.protection.openConnections).toBe(0)
+    expect(server.accepted).toHaveLength(0)
+    expect(await freeSlots(store, 'late-user', 2)).toBe(2)
   })
 })
 

@@ -389,7 +389,21 @@ describe('createPrometheusMetrics', () => {
     const global = createPrometheusMetrics()
     cleanups.push(() => register.clear())
     expect(global.registry).toBe(register)
-    expect(register.getSingleMetric('tollbooth_decisions_total')).toBeDefined()
+    // The default prefix, on the default registry: a decision counted there under tollbooth_.
+    const counted = tokenBucket({
+      name: 'global',
+      capacity: 1,
+      refillPerSecond: 1,
+      hooks: global.limiterHooks,
+    })
+    await counted.consume('k')
+    expect(
+      await sample(register, 'tollbooth_decisions_total', {
+        limiter: 'global',
+        result: 'allowed',
+        source: 'store',
+      }),
+    ).toBe(1)
   })
 })
 

@@ -124,7 +124,8 @@ describe('AdmissionEngine', () => {
   it('stops a spent budget with a 429 whose http part is kept over HTTP and dropped elsewhere', async () => {
     const limiter = budget(50)
     const { engine, events } = engineWith({ limiter })
-    expect((await admit(engine, args(USERS_WITH_FRIENDS))).admission).toBeDefined() // 50 − 40 = 10 left
+    expect((await admit(engine, args(USERS_WITH_FRIENDS))).admission?.cost).toBe(40)
+    expect((await limiter.peek('caller')).remaining).toBe(10)
 
     const overHttp = await admit(engine, args(USERS_WITH_FRIENDS))
     expect(overHttp.admission).toBeUndefined()
@@ -150,7 +151,7 @@ describe('AdmissionEngine', () => {
     expect(second.admission).toBeUndefined()
     expect(firstError(second.stopped).message).toBe('The batch costs 80, more than the maximum of 70.')
     // Without a request state (graphql-ws), each operation stands alone.
-    expect((await admit(engine, args(USERS_WITH_FRIENDS), undefined as never)).admission).toBeDefined()
+    expect((await admit(engine, args(USERS_WITH_FRIENDS), undefined as never)).admission?.cost).toBe(40)
   })
 
   it('leaves invalid variables and unknown operations to the executor, charging nothing', async () => {
@@ -196,10 +197,10 @@ describe('AdmissionEngine', () => {
     const limiter = budget(100)
     const { engine } = engineWith({ limiter, subscriptions: { maxPerIdentity: 1 } })
     const first = await admit(engine, args('subscription { ticks }'))
-    const open = await engine.subscriptions.open(defined(first.admission), () => {})
-    expect(open).toBeDefined()
-    const hooks = defined(open).started((async function* () {})())
-    expect(hooks).toBeDefined()
+    expect(first.admission?.cost).toBe(1)
+    const open = defined(await engine.subscriptions.open(defined(first.admission), () => {}))
+    const hooks = defined(open.started((async function* () {})()))
+    expect(Object.keys(hooks).sort()).toEqual(['charge', 'onEnd'])
 
     const second = await admit(engine, args('subscription { ticks }'))
     let refused: ExecutionResult | undefined
@@ -212,9 +213,15 @@ describe('AdmissionEngine', () => {
     // Two subscriptions of cost 1 charged, the refused one given back.
     expect((await limiter.peek('caller')).remaining).toBe(99)
 
-    defined(hooks).onEnd() // the first ends: its lease is free again
+    hooks.onEnd() // the first ends: its lease is free again (a memory store releases it at once)
     const third = await admit(engine, args('subscription { ticks }'))
-    await expect.poll(async () => engine.subscriptions.open(defined(third.admission), () => {})).toBeDefined()
+    let stopped: ExecutionResult | undefined
+    const reopened = await engine.subscriptions.open(defined(third.admission), (result) => {
+      stopped = result
+    })
+    expect(stopped).toBeUndefined()
+    expect(Object.keys(defined(reopened)).sort()).toEqual(['failed', 'started'])
+    expect((await limiter.peek('caller')).remaining).toBe(98)
   })
 
   it('refuses what the parse-time guards refuse, with their codes', () => {
@@ -263,12 +270,16 @@ describe('AdmissionEngine', () => {
         variableValues: { email },
         contextValue: {},
       })
-    expect((await login('alice@example.com')).admission).toBeDefined()
+    const first = await login('alice@example.com')
+    expect(first.stopped).toBeUndefined()
+    expect(first.admission?.cost).toBe(10)
     for (const spelling of [' Alice@Example.COM ', 'al\u200bice@example.com', 'alice\u00ad@example.com']) {
       const { stopped } = await login(spelling)
       expect(firstError(stopped).extensions.code).toBe('RATE_LIMITED')
     }
-    expect((await login('bob@example.com')).admission).toBeDefined()
+    const bob = await login('bob@example.com')
+    expect(bob.stopped).toBeUndefined()
+    expect(bob.admission?.cost).toBe(10)
   })
 
   it('refuses a subscriptions.leaseMs past 2^31 - 1 ms (its renewal timer would fire every 1 ms)', () => {

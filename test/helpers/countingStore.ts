@@ -1,5 +1,5 @@
 import { EventEmitter, once } from 'node:events'
-import type { Reply, Store, StoreRequest } from '../../../src/core/stores/store.js'
+import type { Reply, Store, StoreRequest } from '../../src/core/stores/store.js'
 
 /** A real store, passed through, counting the operations it completed (`op` and `op:key`). */
 export class CountingStore implements Store {
