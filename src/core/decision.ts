@@ -32,6 +32,12 @@ export interface Decision {
   /** Leaky bucket only: how long an admitted request must wait so output leaves at a constant rate; else 0. */
   readonly delayMs: number
   /**
+   * Sliding window only: milliseconds until more quota is available (one unit more than `remaining`, with no other
+   * traffic; for `remaining` 0 the Retry-After of a request of cost 1), 0 when nothing is spent. The RateLimit
+   * field's `t`; the other algorithms' comes from `resetMs` and the policy.
+   */
+  readonly moreQuotaMs?: number
+  /**
    * Denied because the cost is more than the policy can ever admit (above a token bucket's capacity, a window's
    * limit, a leaky bucket's queue + 1): waiting cannot help, so there is no Retry-After. Answer it as a client
    * error (HTTP 400 or 413), not as 429. Nothing is spent. Always false when allowed.

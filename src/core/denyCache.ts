@@ -36,6 +36,9 @@ export class DenyCache {
       remaining: decision.remaining + unitsBackAfter(decision, this.restore, elapsed),
       resetMs: Math.max(0, decision.resetMs - elapsed),
       retryAfterMs: denial.until - now,
+      ...(decision.moreQuotaMs === undefined
+        ? {}
+        : { moreQuotaMs: Math.max(0, decision.moreQuotaMs - elapsed) }),
       source: 'cache',
     }
   }

@@ -103,6 +103,8 @@ export abstract class LimiterBase {
   protected readonly memoryStore: MemoryStore | undefined
   /** Only shapers (the leaky bucket) report a delay; for the others GCRA's delay is meaningless. */
   protected reportsDelay = false
+  /** The sliding window reports, in the delay's place, when more quota is available (`moreQuotaMs`). */
+  protected reportsMoreQuota = false
   private localStore: MemoryStore | undefined
 
   constructor(options: ResolvedLimiterOptions) {
@@ -166,6 +168,7 @@ export abstract class LimiterBase {
       resetMs: reply[2],
       retryAfterMs: reply[3],
       delayMs: this.reportsDelay ? reply[4] : 0,
+      ...(this.reportsMoreQuota ? { moreQuotaMs: reply[4] } : {}),
       neverAllowed: false,
       source,
     }

@@ -33,8 +33,8 @@ export function quotaRestoreOf(step: AlgorithmName, unitArgs: readonly number[])
  * back). Without `restore`: until the quota is whole again (`resetMs`).
  * - steady: until the next unit (GCRA's `resetMs` is the debt in time; a unit comes back each `unitMs` of it);
  * - window-end: until the window ends;
- * - sliding: until the current window ends, when what it counted starts to leave (what the previous window
- *   counted has left by then, and leaves meanwhile).
+ * - sliding: the decision's `moreQuotaMs`, worked out by the step from both counters; without it (a decision made
+ *   elsewhere), until the current window ends, when what it counted starts to leave — a lower bound.
  */
 export function msUntilMoreQuota(decision: Decision, restore: QuotaRestore | undefined): number {
   const { resetMs } = decision
@@ -47,6 +47,7 @@ export function msUntilMoreQuota(decision: Decision, restore: QuotaRestore | und
     case 'window-end':
       return resetMs
     case 'sliding':
+      if (decision.moreQuotaMs !== undefined) return decision.moreQuotaMs
       return resetMs > restore.windowMs ? resetMs - restore.windowMs : resetMs
   }
 }

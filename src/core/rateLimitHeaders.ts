@@ -53,8 +53,8 @@ const OPTIONS = optionNames<RateLimitHeadersOptions>({ legacy: true })
  * ```
  *
  * `r` is `decision.remaining`; `t` the seconds until more quota is available, rounded up: for a limiter's policy, the
- * next unit of a bucket, the end of a fixed window, the end of a sliding window's current window (0 when nothing is
- * spent); for a policy without `restore`, `decision.resetMs`. On a denial `Retry-After` is `decision.retryAfterMs`
+ * next unit of a bucket, the end of a fixed window, for a sliding window the decision's `moreQuotaMs` (until one unit
+ * more than `r` fits; 0 when nothing is spent); for a policy without `restore`, `decision.resetMs`. On a denial `Retry-After` is `decision.retryAfterMs`
  * in seconds, rounded up and at least 1 (the time until the refused request would fit), and `t` is at most that.
  * The legacy `X-RateLimit-Reset` stays the time until the quota is whole again.
  *

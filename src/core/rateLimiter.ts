@@ -66,6 +66,7 @@ export class RateLimiter extends LimiterBase {
     this.limit = rate.limit
     this.maxCost = rate.maxCost
     this.restorePerSecond = rate.restorePerSecond
+    this.reportsMoreQuota = rate.step === 'slidingWindow'
     this.policy = Object.freeze({
       name: options.name,
       quota: rate.limit,

@@ -1,5 +1,4 @@
-/** Longest delay `setTimeout` honours in Node and browsers; beyond it the timer fires at once (rate-limiter-flexible #71). */
-const MAX_TIMER_MS = 2 ** 31 - 1
+import { MAX_TIMER_MS } from './validate.js'
 
 /**
  * Resolves after `ms` (long delays chained); rejects with the signal's reason when aborted. The timer is unref'd

@@ -27,6 +27,30 @@ export function nonNegativeInteger(owner: string, option: string, value: unknown
   return value
 }
 
+/**
+ * Longest delay a timer honours in Node and browsers (2^31 − 1 ms, about 24.8 days): beyond it Node warns and fires
+ * the timer after 1 ms, so an interval meant to be rare runs a thousand times a second (rate-limiter-flexible #71).
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** An option that becomes a timer's delay: a positive integer no longer than a timer honours. */
+export function timerMs(owner: string, option: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0 || value > MAX_TIMER_MS) {
+    throw invalidOption(
+      owner,
+      option,
+      `a positive integer of at most ${MAX_TIMER_MS} (2^31 - 1, the longest timer)`,
+      value,
+    )
+  }
+  return value
+}
+
+/** A delay for a timer computed at run time: whole, at least 1 ms, and never past what a timer honours. */
+export function timerDelay(ms: number): number {
+  return Math.min(MAX_TIMER_MS, Math.max(1, Math.floor(ms)))
+}
+
 export function nonEmptyString(owner: string, option: string, value: unknown): string {
   if (typeof value !== 'string' || value.length === 0) {
     throw invalidOption(owner, option, 'a non-empty string', value)

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { invalidOption, TollboothError } from '../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../core/knownOptions.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
-import { isOptionsObject, oneOf } from '../core/validate.js'
+import { isOptionsObject, oneOf, orDefault } from '../core/validate.js'
 import { type RateLimitCheckOptions, type RateLimitResult, rateLimitCheck } from '../http/rateLimit.js'
 import type { Refusal } from '../http/refusal.js'
 import type { TrustProxy } from '../identity/clientIp.js'
@@ -115,7 +115,7 @@ export function checkPluginOptions(options: unknown): asserts options is Tollboo
  */
 export function limitOf(options: TollboothRouteOptions, path?: string): RouteLimit {
   const name = (option: string) => (path === undefined ? option : `${path}.${option}`)
-  const hook = oneOf(OWNER, name('hook'), options.hook ?? 'onRequest', HOOKS)
+  const hook = oneOf(OWNER, name('hook'), orDefault(options.hook, 'onRequest'), HOOKS)
   const { onLimited, cost, refundWhen } = options
   if (onLimited !== undefined && typeof onLimited !== 'function') {
     throw invalidOption(OWNER, name('onLimited'), 'a function', onLimited)

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { ConcurrencyLimiter, Lease } from '../core/limiters/concurrencyLimit.js'
 import { sleep } from '../core/sleep.js'
+import { timerDelay } from '../core/validate.js'
 import { validIdentity } from './rateLimit.js'
 
 /**
@@ -14,7 +15,7 @@ export function renewWhileHeld(lease: Lease, leaseMs: number): () => void {
         if (!kept) clearInterval(renewal)
       })
     },
-    Math.max(1, Math.floor(leaseMs / 3)),
+    timerDelay(leaseMs / 3),
   )
   renewal.unref()
   return () => clearInterval(renewal)

@@ -197,7 +197,8 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
     for (const [option, limiter] of Object.entries(limiters)) checkFailsClosed(option, limiter)
   const identify = requestIdentity(OWNER, options)
   const unparsed = unparsedBodyRefusal(perIp)
-  let warnedUnparsed = false
+  // Once per kind (a parser ran before the guard or not), not per content type: those are the clients' to vary.
+  const warnedUnparsed = new Set<boolean>()
 
   // Per request, not per identity: bounded by the requests alive, and gone with them.
   const attempts = new WeakMap<Req, Attempt>()
@@ -226,9 +227,10 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
     const identity = await identify(req)
     const account = accountKey(await readAccount(req))
     if (account === undefined && bodyUnparsed(req)) {
-      if (!warnedUnparsed) {
-        warnedUnparsed = true
-        process.emitWarning(UNPARSED_BODY_WARNING, { code: 'TOLLBOOTH_LOGIN_BODY_NOT_PARSED' })
+      const parserRan = 'body' in req
+      if (!warnedUnparsed.has(parserRan)) {
+        warnedUnparsed.add(parserRan)
+        process.emitWarning(unparsedBodyWarning(req, parserRan), { code: 'TOLLBOOTH_LOGIN_BODY_NOT_PARSED' })
       }
       return unparsed
     }
@@ -360,21 +362,48 @@ function storeKey(parts: readonly string[]): string {
   return key.length > MAX_KEY_LENGTH ? `#${hashKey(key)}` : key
 }
 
-const UNPARSED_BODY_WARNING =
-  'loginGuard: a login request carries a body nothing has parsed, and names no account: run your body parser ' +
-  '(express.json(), …) before loginGuard, or its account cannot be counted. Such requests are refused with 400.'
+/**
+ * The warning for a body that was not parsed, saying what is known. `parserRan`: `req.body` is declared, as the
+ * body-parser family (Express' `express.json()`, …) does even for a content type it skips; without it, no parser ran,
+ * or one that leaves no trace.
+ */
+function unparsedBodyWarning(req: IncomingMessage, parserRan: boolean): string {
+  if (parserRan) {
+    const type = String(req.headers['content-type'] ?? '').slice(0, 100)
+    return (
+      `loginGuard: a login request carries a body (content-type ${JSON.stringify(type)}) that the body parser ` +
+      'before loginGuard did not parse, and names no account: such requests are refused with 400. If your clients ' +
+      'send that content type, have a parser before loginGuard take it.'
+    )
+  }
+  return (
+    'loginGuard: a login request carries a body that was not parsed, and names no account: no body parser ran ' +
+    'before loginGuard, or none that takes its content type: run your body parser (express.json(), …) before ' +
+    'loginGuard, or its account cannot be counted. Such requests are refused with 400.'
+  )
+}
 
 /**
  * Whether `req` carries a body that nothing has read: a body parser after the guard (or none) would let the route see
  * an account the guard could not count.
  */
 function bodyUnparsed(req: IncomingMessage): boolean {
-  const hasBody =
-    req.headers['transfer-encoding'] !== undefined ||
-    (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0')
   const read =
     req.readableEnded || req.readableFlowing === true || (req as { body?: unknown }).body !== undefined
-  return hasBody && !read
+  return hasBody(req) && !read
+}
+
+/**
+ * Whether a body follows the head of `req`. HTTP/1.1 says so with transfer-encoding or content-length; HTTP/2 frames a
+ * body without either, and its stream tells whether the HEADERS frame ended it (RFC 9113 §8.1).
+ */
+function hasBody(req: IncomingMessage): boolean {
+  if (req.headers['transfer-encoding'] !== undefined) return true
+  const length = req.headers['content-length']
+  if (length !== undefined) return length !== '0'
+  if (req.httpVersionMajor !== 2) return false
+  const stream = (req as IncomingMessage & { stream?: { endAfterHeaders?: unknown } }).stream
+  return stream?.endAfterHeaders !== true
 }
 
 /** The answer to a login request whose body nothing has parsed: 400, nothing spent. */

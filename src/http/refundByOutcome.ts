@@ -9,9 +9,12 @@ export interface Charge {
 }
 
 /**
- * Once `res` is over (finished or aborted: 'close' comes last and once), asks `decide` whether the request's `charge`
- * is given back, and gives it back if so. Nothing is thrown: the response is gone, and a failing decision or store
- * leaves the charge as it was, spent at the door.
+ * Once `res` is over ('close' comes last and once), asks `decide` whether the request's `charge` is given back, and
+ * gives it back if so — but only for a response that finished. A response that did not (its client hung up, the
+ * stream was reset) keeps its charge without `decide` being asked: the route ran, and its status is whatever it was
+ * when the client left, so a refund there would let a client that hangs up run the route without ever paying.
+ * Nothing is thrown: the response is gone, and a failing decision or store leaves the charge as it was, spent at
+ * the door.
  */
 export function refundByOutcome(
   res: ServerResponse,
@@ -20,6 +23,7 @@ export function refundByOutcome(
 ): void {
   if (charge === undefined) return
   res.once('close', () => {
+    if (!res.writableFinished) return
     let verdict: boolean | Promise<boolean>
     try {
       verdict = decide()

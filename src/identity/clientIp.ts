@@ -102,6 +102,9 @@ export function clientIp(req: ClientIpRequest, options?: ClientIpOptions): strin
   return resolve(req)
 }
 
+/** Most proxies a hop count may trust: real chains are a few (a CDN, a load balancer, an ingress). */
+export const MAX_PROXY_HOPS = 32
+
 function compileTrust(value: unknown): TrustFn | null {
   if (value === undefined || value === false) return null
   if (value === true) {
@@ -113,8 +116,9 @@ function compileTrust(value: unknown): TrustFn | null {
     )
   }
   if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value) || value < 0) {
-      throw invalidOption(OWNER, 'trustProxy', 'a non-negative integer number of hops', value)
+    // A count past any real chain of proxies trusts every hop, as `true` would: the client writes its own address.
+    if (!Number.isSafeInteger(value) || value < 0 || value > MAX_PROXY_HOPS) {
+      throw invalidOption(OWNER, 'trustProxy', `a number of hops from 0 to ${MAX_PROXY_HOPS}`, value)
     }
     if (value === 0) return null
     return (_addr, hopIndex) => hopIndex < value

@@ -1,6 +1,7 @@
 import type { Duplex } from 'node:stream'
 import type { WebSocket } from 'ws'
 import { nowMicros } from '../core/clock.js'
+import { timerDelay } from '../core/validate.js'
 
 /** What the connection's guard says of reading, asked before each inflation. */
 export interface ReadingState {
@@ -111,10 +112,11 @@ export class InflateGate {
     const waitMs = this.reserve()
     if (waitMs > 0) {
       this.held = frame
+      // Waking early (a wait past what a timer honours) reserves again and waits the rest.
       this.timer = setTimeout(() => {
         this.timer = undefined
         this.wake()
-      }, waitMs)
+      }, timerDelay(waitMs))
       this.timer.unref()
       return
     }

@@ -1,6 +1,7 @@
 import type { WebSocket } from 'ws'
 import { gcraStep } from '../core/algorithms/gcra.js'
 import { nowMicros } from '../core/clock.js'
+import { timerDelay } from '../core/validate.js'
 import { CloseCodes, CloseReasons } from './closeCodes.js'
 import type { InflateGate, ReadingState } from './inflateGate.js'
 import type { ResolvedWebSocketOptions } from './options.js'
@@ -125,10 +126,11 @@ export class MessageGuard implements ReadingState {
    */
   private pauseReading(ms: number): void {
     if (this.inflation === undefined || ms <= 0 || this.closing || this.pauseTimer !== undefined) return
+    // A token due past what a timer honours (a slow budget) wakes early and pauses again, rather than every 1 ms.
     this.pauseTimer = setTimeout(() => {
       this.pauseTimer = undefined
       if (!this.closing) this.inflation?.wake()
-    }, ms)
+    }, timerDelay(ms))
     this.pauseTimer.unref()
   }
 

@@ -7,10 +7,13 @@ import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
 import type { Store } from '../core/stores/store.js'
 import {
   isOptionsObject,
+  MAX_TIMER_MS,
   nonNegativeInteger,
   oneOf,
+  orDefault,
   positiveInteger,
   positiveNumber,
+  timerMs,
 } from '../core/validate.js'
 import type { TrustProxy } from '../identity/clientIp.js'
 import { resolveIpKeyOptions } from '../identity/ipKey.js'
@@ -179,16 +182,24 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
   if (options.onProtocolError !== undefined && typeof options.onProtocolError !== 'function') {
     throw invalidOption(owner, 'onProtocolError', 'a function', options.onProtocolError)
   }
-  const handshakes = options.handshakesPerIp ?? { capacity: 20, refillPerSecond: 2 }
+  const handshakes = orDefault(options.handshakesPerIp, { capacity: 20, refillPerSecond: 2 })
   if (handshakes !== false && !isOptionsObject(handshakes)) {
     throw invalidOption(owner, 'handshakesPerIp', '{ capacity, refillPerSecond } or false', handshakes)
   }
-  const messagesPerSecond = positiveNumber(owner, 'messagesPerSecond', options.messagesPerSecond ?? 50)
-  const maxMessageBytes = positiveInteger(owner, 'maxMessageBytes', options.maxMessageBytes ?? 64 * 1024)
+  const messagesPerSecond = positiveNumber(
+    owner,
+    'messagesPerSecond',
+    orDefault(options.messagesPerSecond, 50),
+  )
+  const maxMessageBytes = positiveInteger(
+    owner,
+    'maxMessageBytes',
+    orDefault(options.maxMessageBytes, 64 * 1024),
+  )
   const inflatedBytesPerSecond = positiveInteger(
     owner,
     'inflatedBytesPerSecond',
-    options.inflatedBytesPerSecond ?? 8 * maxMessageBytes,
+    orDefault(options.inflatedBytesPerSecond, 8 * maxMessageBytes),
   )
   if (inflatedBytesPerSecond < maxMessageBytes) {
     throw invalidOption(
@@ -200,16 +211,16 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
   }
   return Object.freeze({
     identify: options.identify,
-    trustProxy: options.trustProxy ?? false,
+    trustProxy: orDefault(options.trustProxy, false),
     ...resolveIpKeyOptions(options, owner),
     store: options.store,
-    failPolicy: oneOf(owner, 'failPolicy', options.failPolicy ?? 'open', failPolicies),
+    failPolicy: oneOf(owner, 'failPolicy', orDefault(options.failPolicy, 'open'), failPolicies),
     maxConnectionsPerIdentity: positiveInteger(
       owner,
       'maxConnectionsPerIdentity',
-      options.maxConnectionsPerIdentity ?? 10,
+      orDefault(options.maxConnectionsPerIdentity, 10),
     ),
-    leaseMs: positiveInteger(owner, 'leaseMs', options.leaseMs ?? 30_000),
+    leaseMs: timerMs(owner, 'leaseMs', orDefault(options.leaseMs, 30_000)),
     name: limiterPrefix(options.name),
     hooks: options.hooks === undefined ? undefined : limiterHooksOption(owner, options.hooks),
     handshakesPerIp:
@@ -223,24 +234,28 @@ export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): 
               handshakes.refillPerSecond,
             ),
           },
-    maxConnections: positiveInteger(owner, 'maxConnections', options.maxConnections ?? 10_000),
+    maxConnections: positiveInteger(owner, 'maxConnections', orDefault(options.maxConnections, 10_000)),
     maxMessageBytes,
     inflatedBytesPerSecond,
     messagesPerSecond,
     messageBurst: positiveInteger(
       owner,
       'messageBurst',
-      options.messageBurst ?? Math.ceil(messagesPerSecond),
+      orDefault(options.messageBurst, Math.ceil(messagesPerSecond)),
     ),
-    dropsBeforeClose: positiveInteger(owner, 'dropsBeforeClose', options.dropsBeforeClose ?? 20),
-    abuseFactor: positiveNumber(owner, 'abuseFactor', options.abuseFactor ?? 10),
-    identityMessages: resolveIdentityMessages(options.identityMessages ?? false),
-    maxBufferedBytes: positiveInteger(owner, 'maxBufferedBytes', options.maxBufferedBytes ?? 1024 * 1024),
-    heartbeatMs: nonNegativeInteger(owner, 'heartbeatMs', options.heartbeatMs ?? 30_000),
+    dropsBeforeClose: positiveInteger(owner, 'dropsBeforeClose', orDefault(options.dropsBeforeClose, 20)),
+    abuseFactor: positiveNumber(owner, 'abuseFactor', orDefault(options.abuseFactor, 10)),
+    identityMessages: resolveIdentityMessages(orDefault(options.identityMessages, false)),
+    maxBufferedBytes: positiveInteger(
+      owner,
+      'maxBufferedBytes',
+      orDefault(options.maxBufferedBytes, 1024 * 1024),
+    ),
+    heartbeatMs: heartbeatOption(owner, orDefault(options.heartbeatMs, 30_000)),
     maxSubscriptionsPerConnection: nonNegativeInteger(
       owner,
       'maxSubscriptionsPerConnection',
-      options.maxSubscriptionsPerConnection ?? 0,
+      orDefault(options.maxSubscriptionsPerConnection, 0),
     ),
     onDrop: options.onDrop,
     onProtocolError: options.onProtocolError,
@@ -260,7 +275,7 @@ function resolveIdentityMessages(
   const batch = positiveInteger(
     owner,
     'identityMessages.batch',
-    option.batch ?? Math.min(capacity, Math.max(1, Math.ceil(refillPerSecond / 10))),
+    orDefault(option.batch, Math.min(capacity, Math.max(1, Math.ceil(refillPerSecond / 10)))),
   )
   if (batch > capacity)
     throw invalidOption(owner, 'identityMessages.batch', `at most capacity (${capacity})`, batch)
@@ -273,4 +288,18 @@ function limiterPrefix(name: unknown): string {
     throw invalidOption(owner, 'name', 'a string of 1 to 64 characters without "{" or "}"', name)
   }
   return name
+}
+
+/** `heartbeatMs`: 0 turns the heartbeat off; anything else is the interval of a timer. */
+function heartbeatOption(owner: string, value: unknown): number {
+  if (value === 0) return 0
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_TIMER_MS) {
+    throw invalidOption(
+      owner,
+      'heartbeatMs',
+      `0 (off) or a positive integer of at most ${MAX_TIMER_MS} (2^31 - 1)`,
+      value,
+    )
+  }
+  return value
 }

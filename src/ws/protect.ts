@@ -4,6 +4,7 @@ import type { WebSocket, WebSocketServer } from 'ws'
 import { invalidArgument, invalidOption } from '../core/errors.js'
 import type { Lease } from '../core/limiters/concurrencyLimit.js'
 import { tokenBucket } from '../core/limiters/tokenBucket.js'
+import { timerDelay } from '../core/validate.js'
 import { CloseCodes, CloseReasons } from './closeCodes.js'
 import { InflateGate, ReadingStopped } from './inflateGate.js'
 import { MessageGuard, terminateAfterGrace } from './messageGuard.js'
@@ -227,7 +228,7 @@ export function protectWebSocketServer(
         })
       }
     },
-    Math.max(1, Math.floor(resolved.leaseMs / 3)),
+    timerDelay(resolved.leaseMs / 3),
   )
   renewTimer.unref()
 

@@ -67,6 +67,8 @@ export interface Exchange {
   readonly request: unknown
   /** The request Node parsed (`request.raw` on Fastify). */
   readonly req: IncomingMessage
+  /** The response Node writes (`reply.raw` on Fastify). */
+  readonly res: ServerResponse
   /** The path and query. */
   readonly path: string
   /** What the body reading gave: parsed JSON, a Buffer, or a readable stream. */
@@ -238,6 +240,7 @@ async function serveNode(
   const exchange = (req: IncomingMessage & { body?: unknown }, res: ServerResponse): Exchange => ({
     request: req,
     req,
+    res,
     path: req.url ?? '/',
     body: body === 'stream' ? req : req.body,
     send: (status, text = '', headers = {}) => answer(res, status, text, headers),
@@ -327,6 +330,7 @@ async function serveFastify(
   const exchange = (request: FastifyRequest, reply: FastifyReply): Exchange => ({
     request,
     req: request.raw,
+    res: reply.raw,
     path: request.url,
     body: request.body,
     send: (status, text = '', headers = {}) => {

@@ -94,3 +94,43 @@ function parseResponse(data: Buffer): RawResponse | undefined {
   if (body.length < length) return undefined
   return { status, headers, body: body.subarray(0, length).toString('utf8') }
 }
+
+/**
+ * Clients that hang up while the route works: each request on a connection of its own, one after another, and
+ * each connection destroyed as soon as the route has its request. The route calls `routeHas(res)` (node's response,
+ * or Fastify's `reply.raw`) and answers once it resolves, when nobody reads the answer any more.
+ */
+export class HangUpTraffic {
+  /** Requests that reached the route. */
+  reached = 0
+  private onReach: (left: Promise<void>) => void = () => {}
+
+  /**
+   * Resolves once the client of `res` is gone and what the 'close' listeners registered before the route's (a
+   * guard's) started on it has run: on a memory store that settles within the microtasks before setImmediate.
+   */
+  routeHas(res: { once(event: 'close', listener: () => void): unknown }): Promise<void> {
+    this.reached++
+    const left = new Promise<void>((resolve) => res.once('close', () => setImmediate(resolve)))
+    this.onReach(left)
+    return left
+  }
+
+  /** Sends `attempts` `GET path` and resolves to the statuses of those answered before reaching the route. */
+  async send(port: number, path: string, attempts: number): Promise<number[]> {
+    const answered: number[] = []
+    for (let i = 0; i < attempts; i++) {
+      const client = await RawHttpClient.connect(port)
+      const reached = new Promise<{ left: Promise<void> }>((resolve) => {
+        this.onReach = (left) => resolve({ left })
+      })
+      await client.write(requestHead('GET', path, {}))
+      const first = await Promise.race([reached, client.response.then(({ status }) => status)])
+      client.destroy()
+      await client.closed
+      if (typeof first === 'number') answered.push(first)
+      else await first.left
+    }
+    return answered
+  }
+}

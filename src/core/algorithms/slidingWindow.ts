@@ -10,6 +10,10 @@ import { reply, type Step, toMs } from './step.js'
  * owes at most its limit), and consumes are refused until it has slid back under the limit. Its `allowed` says
  * whether the whole amount was taken.
  *
+ * The reply's last field, a delay for the leaky bucket, is here the time until more quota is available (RateLimit
+ * `t`): until one unit more than `remaining` fits, with no other traffic — for `remaining` 0, the Retry-After of a
+ * request of cost 1. 0 when nothing is spent.
+ *
  * args: `[windowUs, limit, amount]` (amount: the cost to consume, debit or refund; 1 for peek).
  */
 export type SlidingWindowState = readonly [number, number, number]
@@ -46,13 +50,19 @@ export function slidingWindowStep(
             Math.floor(limit - estimate),
             resetAfter(current, previous, window, elapsed),
             retry,
-            0,
+            moreAfter(estimate, current, previous, limit, window, elapsed),
           ),
         }
       }
       const next = current + amount
       return {
-        reply: reply(true, Math.floor(limit - estimate - amount), 2 * window - elapsed, 0, 0),
+        reply: reply(
+          true,
+          Math.floor(limit - estimate - amount),
+          2 * window - elapsed,
+          0,
+          moreAfter(estimate + amount, next, previous, limit, window, elapsed),
+        ),
         next: { state: [index, next, previous], ttlMs },
       }
     }
@@ -67,7 +77,7 @@ export function slidingWindowStep(
           Math.floor(limit - estimate - taken),
           resetAfter(next, previous, window, elapsed),
           retry,
-          0,
+          moreAfter(estimate + taken, next, previous, limit, window, elapsed),
         ),
         next: { state: [index, next, previous], ttlMs },
       }
@@ -102,8 +112,26 @@ function estimateReply(
     Math.floor(limit - estimate),
     resetAfter(current, previous, window, elapsed),
     retry,
-    0,
+    moreAfter(estimate, current, previous, limit, window, elapsed),
   )
+}
+
+/**
+ * Microseconds until one unit more than the `remaining` of `estimate` is available, with no other traffic: until a
+ * request of that many units would fit. 0 when nothing is counted, or nothing is spent.
+ */
+function moreAfter(
+  estimate: number,
+  current: number,
+  previous: number,
+  limit: number,
+  window: number,
+  elapsed: number,
+): number {
+  if (current === 0 && previous === 0) return 0
+  const wanted = Math.max(0, Math.floor(limit - estimate)) + 1
+  if (wanted > limit) return 0
+  return retryAfter(current, previous, wanted, limit, window, elapsed)
 }
 
 /** Microseconds until both counters have slid out of the window. */

@@ -3,7 +3,7 @@ import type { Decision } from '../decision.js'
 import { optionNames } from '../knownOptions.js'
 import { LimiterBase, type LimiterOptions, limiterOptionKeys, resolveLimiterOptions } from '../limiterBase.js'
 import type { Store } from '../stores/store.js'
-import { positiveInteger, validKey } from '../validate.js'
+import { positiveInteger, timerMs, validKey } from '../validate.js'
 
 export interface ConcurrencyLimitOptions extends LimiterOptions {
   /** Most leases held at once per key. */
@@ -46,7 +46,8 @@ export class ConcurrencyLimiter extends LimiterBase {
     const owner = 'concurrencyLimit'
     super(resolveLimiterOptions(owner, options, OPTIONS))
     this.limit = positiveInteger(owner, 'max', options.max)
-    this.leaseMs = positiveInteger(owner, 'leaseMs', options.leaseMs)
+    // Renewed every leaseMs / 3 by a timer: a lease longer than a timer honours would be renewed every millisecond.
+    this.leaseMs = timerMs(owner, 'leaseMs', options.leaseMs)
     this.leaseUs = this.leaseMs * 1000
   }
 

@@ -2,7 +2,7 @@ import { algorithmSteps } from '../algorithms/index.js'
 import type { Step } from '../algorithms/step.js'
 import { type Clock, nowMicros } from '../clock.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
-import { positiveInteger } from '../validate.js'
+import { positiveInteger, timerMs } from '../validate.js'
 import type { Reply, Store, StoreRequest } from './store.js'
 
 export interface MemoryStoreOptions {
@@ -70,11 +70,7 @@ export class MemoryStore implements Store {
   constructor(options: MemoryStoreOptions = {}) {
     checkOptionKeys('MemoryStore', options, OPTIONS)
     this.maxKeys = positiveInteger('MemoryStore', 'maxKeys', options.maxKeys ?? 100_000)
-    const sweepIntervalMs = positiveInteger(
-      'MemoryStore',
-      'sweepIntervalMs',
-      options.sweepIntervalMs ?? 10_000,
-    )
+    const sweepIntervalMs = timerMs('MemoryStore', 'sweepIntervalMs', options.sweepIntervalMs ?? 10_000)
     this.clock = options.clock ?? nowMicros
     this.sweeper = startSweeper(this, sweepIntervalMs)
   }

@@ -8,7 +8,7 @@ import { ErrorCodes, invalidOption, TollboothError } from '../errors.js'
 import { hashKey } from '../hashKey.js'
 import { emit, type StoreHooks, storeHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
-import { nonEmptyString, positiveInteger } from '../validate.js'
+import { nonEmptyString, positiveInteger, timerMs } from '../validate.js'
 import { addressOf, ClientReadiness } from './clientReadiness.js'
 import { callsByNode, isRedirection, NOT_ON_THIS_NODE, UNKNOWN_NODE } from './clusterCalls.js'
 import { allOfLua } from './lua/allOf.js'
@@ -139,7 +139,7 @@ export class RedisStore implements Store {
     if (typeof this.prefix !== 'string' || /[{}]/.test(this.prefix)) {
       throw invalidOption('RedisStore', 'prefix', 'a string without "{" or "}"', this.prefix)
     }
-    this.timeoutMs = positiveInteger('RedisStore', 'timeoutMs', options.timeoutMs ?? 50)
+    this.timeoutMs = timerMs('RedisStore', 'timeoutMs', options.timeoutMs ?? 50)
     this.maxBatch = positiveInteger('RedisStore', 'maxBatch', options.maxBatch ?? 32)
     // On a cluster a batch is per slot, and keys of different identities rarely share one: the turn's requests
     // are gathered, then grouped by slot and node.
@@ -166,7 +166,7 @@ export class RedisStore implements Store {
    */
   async warmUp(options: WarmUpOptions = {}): Promise<void> {
     checkOptionKeys('warmUp', options, WARM_UP_OPTIONS)
-    const timeoutMs = positiveInteger('warmUp', 'timeoutMs', options.timeoutMs ?? 10_000)
+    const timeoutMs = timerMs('warmUp', 'timeoutMs', options.timeoutMs ?? 10_000)
     const deadline = performance.now() + timeoutMs
     await this.readiness.until(timeoutMs, this.name)
     const masters = isCluster(this.client) ? this.client.nodes('master') : [this.client]

@@ -4,7 +4,7 @@ import { checkOptionKeys, optionNames } from '../../core/knownOptions.js'
 import { storeOption } from '../../core/limiterBase.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
 import type { Store } from '../../core/stores/store.js'
-import { isOptionsObject, nonNegativeInteger, oneOf, positiveInteger } from '../../core/validate.js'
+import { isOptionsObject, nonNegativeInteger, oneOf, positiveInteger, timerMs } from '../../core/validate.js'
 import { type ClientIpResolver, createClientIpResolver } from '../../identity/clientIp.js'
 import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../../identity/ipKey.js'
 import { costAnalysisOptionKeys } from '../cost/costAnalyzer.js'
@@ -215,7 +215,7 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
       subscriptions.maxPerIdentity === undefined
         ? undefined
         : positiveInteger(OWNER, 'subscriptions.maxPerIdentity', subscriptions.maxPerIdentity),
-    subscriptionLeaseMs: positiveInteger(OWNER, 'subscriptions.leaseMs', subscriptions.leaseMs ?? 60_000),
+    subscriptionLeaseMs: timerMs(OWNER, 'subscriptions.leaseMs', subscriptions.leaseMs ?? 60_000),
     onOperation: functionOption('onOperation', options.onOperation),
   })
 }

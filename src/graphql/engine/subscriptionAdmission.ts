@@ -7,6 +7,7 @@ import {
   type Lease,
 } from '../../core/limiters/concurrencyLimit.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
+import { timerDelay } from '../../core/validate.js'
 import type { GraphQLContext, MaybePromise } from '../optionTypes.js'
 import { limitDetails, limitMessage, type RefusalCode, RefusalCodes, refusal } from '../refusal.js'
 import type { AdmittedOperation, Stop } from './admittedOperation.js'
@@ -194,10 +195,7 @@ function eventCharger(
 /** Renews a subscription's lease every third of its lifetime while it lives; returns the stop function. */
 function keepLeaseAlive(lease: Lease | undefined, limiter: ConcurrencyLimiter | undefined): () => void {
   if (lease?.leaseId === undefined || limiter === undefined) return () => {}
-  const timer = setInterval(
-    () => void lease.renew().catch(() => {}),
-    Math.max(1, Math.floor(limiter.leaseMs / 3)),
-  )
+  const timer = setInterval(() => void lease.renew().catch(() => {}), timerDelay(limiter.leaseMs / 3))
   timer.unref()
   return () => clearInterval(timer)
 }

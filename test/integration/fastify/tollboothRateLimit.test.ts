@@ -367,4 +367,33 @@ describe('tollboothRateLimit options, checked at startup', () => {
     expect(error.code).toBe(ErrorCodes.INVALID_OPTION)
     expect(error.message.startsWith(message)).toBe(true)
   })
+
+  // null is a value, never "use the default": a null hook must not quietly become 'onRequest'.
+  it.each([
+    'identify',
+    'trustProxy',
+    'ipv6Prefix',
+    'ipv4Prefix',
+    'cost',
+    'skip',
+    'onLimited',
+    'hook',
+    'refundWhen',
+  ])('%s: null in the plugin options or a route config is refused, naming it', async (option) => {
+    const inPlugin = await startupError({ limiter, [option]: null })
+    expect(inPlugin.code).toBe(ErrorCodes.INVALID_OPTION)
+    expect(inPlugin.message).toContain(`"${option}"`)
+    const inRoute = await startupError({ limiter }, { [option]: null })
+    expect(inRoute.code).toBe(ErrorCodes.INVALID_OPTION)
+    // The address options are checked by clientIp, which names them as its own.
+    expect(inRoute.message).toContain(
+      option === 'trustProxy' ? '"trustProxy"' : `"config.tollbooth.${option}"`,
+    )
+  })
+
+  it('limiter: null is refused', async () => {
+    const error = await startupError({ limiter: null })
+    expect(error.code).toBe(ErrorCodes.INVALID_OPTION)
+    expect(error.message.startsWith('tollboothRateLimit: "limiter" must be a rate limiter')).toBe(true)
+  })
 })

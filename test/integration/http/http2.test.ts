@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
 import { leakyBucket } from '../../../src/core/limiters/leakyBucket.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
-import { tollboothUpload } from '../../../src/fastify/index.js'
+import { tollboothLogin, tollboothUpload } from '../../../src/fastify/index.js'
 import { concurrencyGuard } from '../../../src/http/concurrencyGuard.js'
 import { loginGuard } from '../../../src/http/loginGuard.js'
 import type { Middleware } from '../../../src/http/middleware.js'
@@ -152,6 +152,73 @@ describe('tollbooth/http guards on node:http2 (h2c)', () => {
     for (let i = 0; i < 3; i++)
       statuses.push((await request(session, { 'content-type': 'application/json' }, body)).status)
     expect(statuses).toEqual([401, 401, 429])
+  })
+})
+
+/** The login budgets of an attack on one account: its pair and its own queue are never what refuses here. */
+function loginBudgets(name: string) {
+  const common = { failPolicy: 'closed' as const }
+  return {
+    perIp: tokenBucket({ name: `${name}-ip`, ...common, capacity: 1000, refillPerSecond: HOURLY }),
+    perIpAndAccount: tokenBucket({ name: `${name}-pair`, ...common, capacity: 1000, refillPerSecond: 1 }),
+    perAccount: leakyBucket({ name: `${name}-account`, ...common, ratePerSecond: 0.5, maxQueue: 2 }),
+  }
+}
+
+const GUESS = JSON.stringify({ email: 'alice@example.com', password: 'guess' })
+
+/** `count` parallel POSTs of a JSON body on `path`, without content-length (HTTP/2 needs none); their statuses. */
+async function parallelGuesses(session: http2.ClientHttp2Session, path: string, count: number) {
+  const answers = await Promise.all(
+    Array.from({ length: count }, () =>
+      request(session, { ':path': path, 'content-type': 'application/json' }, GUESS),
+    ),
+  )
+  return answers.map(({ status }) => status)
+}
+
+describe('loginGuard before the body parser on node:http2 (h2c)', () => {
+  it('50 parallel POSTs with a JSON body and no content-length are 400: none reaches the route', async () => {
+    const guard = loginGuard<IncomingMessage & { body?: { email?: string } }>({
+      ...loginBudgets('h2-order'),
+      account: (req) => req.body?.email,
+    })
+    let reached = 0
+    // The mistake the 400 is there for: the guard, then the route's own body parser.
+    const session = await serveH2(guard, async (req, res) => {
+      const chunks: Buffer[] = []
+      for await (const data of req) chunks.push(data as Buffer)
+      const text = Buffer.concat(chunks).toString()
+      ;(req as { body?: unknown }).body = text === '' ? {} : JSON.parse(text)
+      reached++
+      res.writeHead(401).end()
+    })
+    expect(await parallelGuesses(session, '/login', 50)).toEqual(Array(50).fill(400))
+    expect(reached).toBe(0)
+    // A request whose headers end its stream carries no body: counted per address, it reaches the route.
+    expect((await request(session, { ':method': 'GET', ':path': '/login' })).status).toBe(401)
+    expect(reached).toBe(1)
+  })
+
+  it('tollboothLogin on Fastify with http2: true, its hook run in onRequest: 50 parallel POSTs are 400', async () => {
+    const app = Fastify({ http2: true, logger: false })
+    cleanups.push(() => app.close())
+    const login = tollboothLogin({
+      ...loginBudgets('h2-fastify-order'),
+      account: (request) => (request.body as { email?: string } | undefined)?.email,
+    })
+    let reached = 0
+    // tollboothLogin's hook is typed for node:http's request; on http2 the compatibility request stands in for it.
+    app.post('/login', { onRequest: login.preHandler as never }, async (_request, reply) => {
+      reached++
+      return reply.code(401).send({ error: 'invalid credentials' })
+    })
+    const url = await app.listen({ port: 0, host: '127.0.0.1' })
+    const session = http2.connect(url)
+    session.on('error', () => {})
+    cleanups.push(() => session.destroy())
+    expect(await parallelGuesses(session, '/login', 50)).toEqual(Array(50).fill(400))
+    expect(reached).toBe(0)
   })
 })
 

@@ -312,6 +312,31 @@ describe.each(servers)('login bounds through %s', (_name, start) => {
     expect(await raw(app.port, ghost, alice)).toBe(answers.none)
   })
 
+  it("all 63 alterations of the MAC's last character, and one of every other character, count as no token", async () => {
+    const app = await start({ perAccount: { ratePerSecond: 20, maxQueue: 0 } })
+    const alice = await trustedDevice(app.port)
+    const [, device, expiry, mac] = alice.split('.') as [string, string, string, string]
+    const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+    const at = (text: string, i: number, c: string) => `${text.slice(0, i)}${c}${text.slice(i + 1)}`
+    const other = (c: string) => B64URL[(B64URL.indexOf(c) + 17) % 64] as string
+    const altered: string[] = []
+    // Base64url's last of 43 characters carries 4 bits of the MAC and 2 that decoding drops.
+    for (const c of B64URL) if (c !== mac.at(-1)) altered.push(`1.${device}.${expiry}.${at(mac, 42, c)}`)
+    for (let i = 0; i < 42; i++) altered.push(`1.${device}.${expiry}.${at(mac, i, other(mac[i] as string))}`)
+    for (let i = 0; i < 22; i++)
+      altered.push(`1.${at(device, i, other(device[i] as string))}.${expiry}.${mac}`)
+    expect(altered).toHaveLength(63 + 42 + 22)
+    expect((await attempt(app.port, { email: ALICE, from: '10.9.9.9' })).status).toBe(401)
+    const none = await raw(app.port, ALICE, undefined)
+    expect(none.startsWith('HTTP/1.1 429 ')).toBe(true)
+    const accepted: string[] = []
+    for (const token of altered) if ((await raw(app.port, ALICE, token)) !== none) accepted.push(token)
+    expect(accepted).toEqual([])
+    expect(app.routeHits).toBe(2)
+    // The genuine token still gets through the attack.
+    expect((await attempt(app.port, { email: ALICE, from: '10.9.9.10', token: alice })).status).toBe(401)
+  })
+
   it('an expired device token counts as no token', async () => {
     const app = await start({
       perAccount: { ratePerSecond: 20, maxQueue: 0 },
@@ -436,6 +461,51 @@ describe('loginGuard before a body parser', () => {
     const orderedPort = await listen(http.createServer(ordered))
     expect((await attempt(orderedPort, { email: ALICE, from: '10.3.0.2' })).status).toBe(401)
     expect(warnings).toHaveLength(1)
+  })
+})
+
+describe('loginGuard after a body parser that does not take the content type', () => {
+  it('refuses a text/plain body with 400, warning that the parser before it skipped that content type', async () => {
+    const guard = loginGuard<express.Request>({
+      ...options({ perAccount: { ratePerSecond: 1000, maxQueue: 100 } }),
+      account: (req) => (typeof req.body?.email === 'string' ? req.body.email : undefined),
+    })
+    const warnings: (Error & { code?: string })[] = []
+    const onWarning = (warning: Error & { code?: string }) => {
+      if (warning.code === 'TOLLBOOTH_LOGIN_BODY_NOT_PARSED') warnings.push(warning)
+    }
+    process.on('warning', onWarning)
+    cleanups.push(() => {
+      process.off('warning', onWarning)
+    })
+    let routeHits = 0
+    const server = express()
+    server.post('/login', express.json(), guard, (_req, res) => {
+      routeHits++
+      res.status(401).end()
+    })
+    const port = await listen(http.createServer(server))
+    const plain = () =>
+      fetch(`http://${HOST}:${port}/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain', 'x-forwarded-for': '10.3.1.1' },
+        body: JSON.stringify({ email: ALICE, password: 'wrong' }),
+      }).then(async (response) => {
+        await response.arrayBuffer()
+        return response.status
+      })
+    expect([await plain(), await plain()]).toEqual([400, 400])
+    expect(routeHits).toBe(0)
+    while (warnings.length === 0) await new Promise((resolve) => setImmediate(resolve))
+    expect(warnings).toHaveLength(1)
+    expect(warnings[0]?.message).toBe(
+      'loginGuard: a login request carries a body (content-type "text/plain") that the body parser before ' +
+        'loginGuard did not parse, and names no account: such requests are refused with 400. If your clients send ' +
+        'that content type, have a parser before loginGuard take it.',
+    )
+    expect(warnings[0]?.message).not.toContain('run your body parser')
+    expect((await attempt(port, { email: ALICE, from: '10.3.1.2' })).status).toBe(401)
+    expect(routeHits).toBe(1)
   })
 })
 

@@ -334,5 +334,14 @@ describe('option validation', () => {
   it('checks the identity options through requestIdentity', () => {
     expect(() => rateLimit({ limiter, ipv6Prefix: 200 })).toThrow(/rateLimit: "ipv6Prefix"/)
     expect(() => rateLimit({ limiter, trustProxy: true as never })).toThrow(/trustProxy/)
+    // A hop count past any real chain trusts every hop, as true would.
+    for (const trustProxy of [33, 1e9]) {
+      expect(() => rateLimit({ limiter, trustProxy })).toThrow(
+        expect.objectContaining({
+          code: ErrorCodes.INVALID_OPTION,
+          message: expect.stringContaining('"trustProxy" must be a number of hops from 0 to 32'),
+        }),
+      )
+    }
   })
 })

@@ -2,26 +2,27 @@
  * The rate limit's behaviour, the same cases on node:http and Express (`rateLimit`) and Fastify
  * (`tollboothRateLimit`), through real servers on a loopback port and real `fetch` requests: budgets shared by two
  * apps on memory, Redis and the cluster, exact headers and bodies, skip, cost, per-request limiters, refunds by
- * outcome, errors of the options' callbacks reaching the error path, identity options and a leaky bucket. What only
- * one server has stays beside its own guard: test/integration/http/rateLimit.test.ts,
- * test/integration/fastify/tollboothRateLimit.test.ts.
+ * outcome (none for a client that hung up), errors of the options' callbacks reaching the error path, identity
+ * options, a leaky bucket and a sliding window's RateLimit `t`. What only one server has stays beside its own
+ * guard: test/integration/http/rateLimit.test.ts, test/integration/fastify/tollboothRateLimit.test.ts.
  *
  * The options are written once for both guards: their callbacks read only what a Node request and a Fastify request
  * both have (`headers`, `url`; `statusCode` of the response or reply).
  */
 import { randomUUID } from 'node:crypto'
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
-import { connect } from 'node:net'
+import type { IncomingHttpHeaders } from 'node:http'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { ErrorCodes, TollboothError } from '../../../src/core/errors.js'
 import { concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
 import { leakyBucket } from '../../../src/core/limiters/leakyBucket.js'
+import { slidingWindow } from '../../../src/core/limiters/slidingWindow.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../../../src/core/rateLimiter.js'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import type { Store } from '../../../src/core/stores/store.js'
 import { type TollboothFastifyOptions, tollboothRateLimit } from '../../../src/fastify/index.js'
 import { type RateLimitOptions, rateLimit } from '../../../src/http/index.js'
+import { VirtualClock } from '../../helpers/contract.js'
 import {
   type GuardedServer,
   partnerOf,
@@ -31,6 +32,7 @@ import {
   serverKinds,
 } from '../../helpers/guardedServers.js'
 import { limitHeaders } from '../../helpers/httpServer.js'
+import { HangUpTraffic } from '../../helpers/rawHttp.js'
 import { createStore, type StoreFixture, storeKinds } from '../../helpers/stores.js'
 
 const QUOTA_EXCEEDED = {
@@ -275,7 +277,7 @@ describe.each(serverKinds)('the rate limit on %s', (kind) => {
     },
   )
 
-  it('refundWhen counting only successes: failures and an aborted response are given back', async () => {
+  it('refundWhen counting only successes: failures are given back, a response its client left is not, whatever its status', async () => {
     const refunds = refundCounter()
     const limiter = tokenBucket({
       name: 'successes',
@@ -283,38 +285,87 @@ describe.each(serverKinds)('the rate limit on %s', (kind) => {
       refillPerSecond: 0.01,
       hooks: refunds.hooks,
     })
-    const unfinished: boolean[] = []
-    // The Node response: the reply's raw one on Fastify.
-    const rawOf = (res: object) => ('raw' in res ? res.raw : res) as ServerResponse
+    const traffic = new HangUpTraffic()
     const app = await serve(
       kind,
-      {
-        limiter,
-        refundWhen: async (_req, res) => {
-          const { writableFinished } = rawOf(res)
-          if (!writableFinished) unfinished.push(true)
-          return !writableFinished || res.statusCode >= 400
-        },
-      },
+      { limiter, refundWhen: async (_req, res) => res.statusCode >= 400 },
       (exchange) => {
-        // /hang never answers: its client gives up.
-        if (exchange.path !== '/hang') exchange.send(exchange.path === '/fail' ? 500 : 200)
+        // /hang has set a failing status but not sent it when its client gives up.
+        if (exchange.path === '/hang') {
+          exchange.res.statusCode = 503
+          traffic.routeHas(exchange.res)
+        } else exchange.send(exchange.path === '/fail' ? 500 : 200)
       },
     )
     for (let i = 1; i <= 3; i++) {
       expect((await fetch(`${app.url}/fail`)).status).toBe(500)
       await refunds.reach(i)
     }
-    const socket = connect(app.port, '127.0.0.1')
-    socket.on('error', () => {})
-    socket.write('GET /hang HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
-    await app.waitForRouteHits(4)
-    socket.destroy()
-    await refunds.reach(4)
-    expect(unfinished).toEqual([true])
+    expect(await traffic.send(app.port, '/hang', 1)).toEqual([])
+    // The hung-up request keeps its token: 1 of 2 left.
     const statuses: number[] = []
     for (let i = 0; i < 3; i++) statuses.push((await fetch(app.url)).status)
-    expect(statuses).toEqual([200, 200, 429])
+    expect(statuses).toEqual([200, 429, 429])
+    expect(refunds.count).toBe(3)
+  })
+
+  it('refundWhen with clients hanging up while the route works (status still 200): a budget of 5 runs the route 5 times in 50 attempts', async () => {
+    const refunds = refundCounter()
+    const limiter = tokenBucket({
+      name: 'hang-ups',
+      capacity: 5,
+      refillPerSecond: 0.0001,
+      hooks: refunds.hooks,
+    })
+    const traffic = new HangUpTraffic()
+    let asked = 0
+    const app = await serve(
+      kind,
+      {
+        limiter,
+        identify: () => 'one',
+        refundWhen: (_req, res) => {
+          asked++
+          return res.statusCode < 400
+        },
+      },
+      async (exchange) => {
+        // The route's work ends after its client left; the 401 it then answers is read by nobody.
+        await traffic.routeHas(exchange.res)
+        exchange.send(401)
+      },
+    )
+    const answered = await traffic.send(app.port, '/login', 50)
+    expect(traffic.reached).toBe(5)
+    expect(answered).toEqual(Array(45).fill(429))
+    expect(refunds.count).toBe(0)
+    expect(asked).toBe(0)
+    // Answered requests are refused too: the 5 hang-ups spent the budget.
+    expect((await fetch(`${app.url}/login`)).status).toBe(429)
+  })
+
+  it('a sliding window of 3 per 60 s spent 4 s in: the 429 says t=76 with Retry-After 76, and at 76 s one is allowed, at 75 s not', async () => {
+    const clock = new VirtualClock()
+    const limiter = slidingWindow({
+      name: 'sliding-t',
+      store: new MemoryStore({ clock: clock.now }),
+      limit: 3,
+      windowMs: 60_000,
+    })
+    const app = await serve(kind, { limiter })
+    // The virtual clock starts on a minute boundary.
+    clock.at(4_000)
+    for (let i = 0; i < 3; i++) expect((await fetch(app.url)).status).toBe(200)
+    const refused = await fetch(app.url)
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get('ratelimit')).toBe('"sliding-t";r=0;t=76')
+    expect(refused.headers.get('retry-after')).toBe('76')
+    // The 3 weigh 2.05 19 s into the next window, 2 at 20 s.
+    clock.at(4_000 + 75_000)
+    expect((await fetch(app.url)).status).toBe(429)
+    clock.at(4_000 + 76_000)
+    expect((await fetch(app.url)).status).toBe(200)
+    expect(app.routeHits).toBe(4)
   })
 
   it('cost: an async cost is spent; a cost above the capacity is a 400 without Retry-After', async () => {

@@ -864,6 +864,11 @@ describe('invalid options', () => {
     { option: 'maxConnectionsPerIdentity', options: { maxConnectionsPerIdentity: 0 } },
     { option: 'maxConnectionsPerIdentity', options: { maxConnectionsPerIdentity: 1.5 } },
     { option: 'leaseMs', options: { leaseMs: -1 } },
+    // Past 2^31 - 1 ms Node fires a timer after 1 ms: idle sockets terminated at once, leases renewed every 1 ms.
+    { option: 'leaseMs', options: { leaseMs: 2 ** 33 } },
+    { option: 'heartbeatMs', options: { heartbeatMs: 2 ** 31 } },
+    { option: 'heartbeatMs', options: { heartbeatMs: 1e12 } },
+    { option: 'heartbeatMs', options: { heartbeatMs: 1.5 } },
     { option: 'handshakesPerIp.capacity', options: { handshakesPerIp: { capacity: 0, refillPerSecond: 1 } } },
     {
       option: 'handshakesPerIp.refillPerSecond',
@@ -923,6 +928,45 @@ describe('invalid options', () => {
       expect(wss.handleUpgrade).toBe(original)
     },
   )
+
+  // null is a value, never "use the default": a null maxConnectionsPerIdentity must not quietly become 10.
+  it.each([
+    'identify',
+    'trustProxy',
+    'ipv6Prefix',
+    'ipv4Prefix',
+    'store',
+    'failPolicy',
+    'name',
+    'hooks',
+    'maxConnectionsPerIdentity',
+    'leaseMs',
+    'handshakesPerIp',
+    'maxConnections',
+    'maxMessageBytes',
+    'inflatedBytesPerSecond',
+    'messagesPerSecond',
+    'messageBurst',
+    'dropsBeforeClose',
+    'abuseFactor',
+    'identityMessages',
+    'maxBufferedBytes',
+    'heartbeatMs',
+    'maxSubscriptionsPerConnection',
+    'onDrop',
+    'onProtocolError',
+  ])('%s: null → TOLLBOOTH_ERR_INVALID_OPTION naming it', (option) => {
+    const wss = new WebSocketServer({ noServer: true })
+    cleanups.push(() => new Promise<void>((resolve) => wss.close(() => resolve())))
+    const original = wss.handleUpgrade
+    expect(() => protectWebSocketServer(wss, { [option]: null } as ProtectWebSocketOptions)).toThrow(
+      expect.objectContaining({
+        code: ErrorCodes.INVALID_OPTION,
+        message: expect.stringContaining(`"${option}"`),
+      }),
+    )
+    expect(wss.handleUpgrade).toBe(original)
+  })
 
   it('something other than a WebSocketServer → TOLLBOOTH_ERR_INVALID_OPTION naming "wss"', () => {
     expect(() => protectWebSocketServer({} as WebSocketServer)).toThrow(

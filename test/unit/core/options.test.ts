@@ -99,6 +99,22 @@ describe('invalid options throw at construction, naming the option, with a stabl
     client.disconnect()
   })
 
+  it('an option that becomes a timer is at most 2^31 - 1 ms: past it Node would fire the timer every 1 ms', async () => {
+    const MAX = 2 ** 31 - 1
+    for (const leaseMs of [2 ** 31, 2 ** 33, 1e12]) {
+      expectError(() => concurrencyLimit({ name: 'n', max: 1, leaseMs }), INVALID_OPTION, 'leaseMs')
+    }
+    expectError(() => new MemoryStore({ sweepIntervalMs: 2 ** 31 }), INVALID_OPTION, 'sweepIntervalMs')
+    const client = new Redis({ lazyConnect: true })
+    expectError(() => new RedisStore({ client, timeoutMs: 2 ** 31 }), INVALID_OPTION, 'timeoutMs')
+    const store = new RedisStore({ client, timeoutMs: MAX })
+    await expectRejection(store.warmUp({ timeoutMs: 2 ** 31 }), INVALID_OPTION, 'timeoutMs')
+    client.disconnect()
+    // The longest a timer honours is accepted.
+    expect(concurrencyLimit({ name: 'n', max: 1, leaseMs: MAX }).leaseMs).toBe(MAX)
+    expect(() => new MemoryStore({ sweepIntervalMs: MAX })).not.toThrow()
+  })
+
   it('RedisStore given the client itself instead of { client } says how to pass it', () => {
     // Never connected: lazyConnect, and a refused store sends nothing.
     const client = new Redis({ lazyConnect: true })

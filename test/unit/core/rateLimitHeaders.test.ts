@@ -287,23 +287,73 @@ describe('RateLimit t of real limiters (draft -10)', () => {
     ])
   })
 
-  it('sliding window of 50 per 60 s with 30 used: t is the end of the current window, never past it', async () => {
+  it('sliding window of 50 per 60 s with 30 used: t is when one more unit is back, as the window slides', async () => {
     const { clock, store } = onClock()
     const window = slidingWindow({ name: 'window', store, limit: 50, windowMs: 60_000 })
-    // The clock starts on a minute boundary: 30 used one second into the window.
+    // The clock starts on a minute boundary: 30 used one second into the window. The 21st unit is back once the 30
+    // weigh 29, 2 s into the next window.
     clock.at(1_000)
     expect(rateLimitHeaders(await window.consume('k', 30), window.policy).RateLimit).toBe(
-      '"window";r=20;t=59',
+      '"window";r=20;t=61',
     )
     clock.at(11_000)
-    expect(rateLimitHeaders(await window.consume('k'), window.policy).RateLimit).toBe('"window";r=19;t=49')
-    // A refusal: 25 do not fit before the window ends; t is at most the Retry-After.
+    expect(rateLimitHeaders(await window.consume('k'), window.policy).RateLimit).toBe('"window";r=19;t=51')
+    // A refusal of 25: one more unit is back before those 25 fit; t is at most the Retry-After.
     expect(rateLimitHeaders(await window.consume('k', 25), window.policy)).toMatchObject({
-      RateLimit: '"window";r=19;t=49',
+      RateLimit: '"window";r=19;t=51',
+      'Retry-After': '61',
     })
-    // In the next window what was counted leaves as it slides: more quota by the end of this one.
+    // In the next window the 31 counted weigh 15.5 half-way: the 35th unit is back when they weigh 15, in 0.97 s.
     clock.at(90_000)
-    expect(rateLimitHeaders(await window.peek('k'), window.policy).RateLimit).toBe('"window";r=34;t=30')
+    expect(rateLimitHeaders(await window.peek('k'), window.policy).RateLimit).toBe('"window";r=34;t=1')
+  })
+
+  it('sliding window: at t seconds one more unit is back, at t - 1 it is not, and t is Retry-After for a cost of 1', async () => {
+    const scenarios: [atMs: number, cost: number][][] = [
+      [
+        [4_000, 3],
+        [4_000, 1],
+      ],
+      [
+        [0, 1],
+        [2_500, 1],
+        [9_999, 1],
+        [10_000, 2],
+        [13_000, 1],
+      ],
+      [
+        [7_000, 2],
+        [12_000, 3],
+        [12_001, 1],
+      ],
+      [
+        [1_000, 5],
+        [19_999, 1],
+      ],
+      [
+        [9_000, 1],
+        [11_000, 4],
+        [15_500, 1],
+      ],
+    ]
+    for (const scenario of scenarios) {
+      const { clock, store } = onClock()
+      const window = slidingWindow({ name: 'w', store, limit: 5, windowMs: 10_000 })
+      let last: Decision | undefined
+      for (const [atMs, cost] of scenario) {
+        clock.at(atMs)
+        last = await window.consume('k', cost)
+      }
+      const now = (scenario.at(-1) as [number, number])[0]
+      const headers = rateLimitHeaders(last as Decision, window.policy)
+      const [, r, t] = (/;r=(\d+);t=(\d+)/.exec(headers.RateLimit as string) ?? []).map(Number)
+      if (!(last as Decision).allowed && r === 0)
+        expect(headers['Retry-After'], `${scenario}`).toBe(String(t))
+      clock.at(now + ((t as number) - 1) * 1000)
+      expect((await window.peek('k')).remaining, `${scenario} at t - 1`).toBe(r)
+      clock.at(now + (t as number) * 1000)
+      expect((await window.peek('k')).remaining, `${scenario} at t`).toBeGreaterThan(r as number)
+    }
   })
 
   it('fixed window of 5 per 10 s: t is the window end', async () => {

@@ -134,6 +134,9 @@ describe('clientIp options', () => {
     ['a negative hop count', -1],
     ['a fractional hop count', 1.5],
     ['infinite hops', Number.POSITIVE_INFINITY],
+    // Past any real chain of proxies, a count trusts every hop, as true would.
+    ['33 hops', 33],
+    ['a billion hops', 1e9],
     ['an invalid address', 'not-an-ip'],
     ['an invalid range', '10.0.0.0/33'],
     ['an empty string', ''],
@@ -143,6 +146,12 @@ describe('clientIp options', () => {
   ])('refuses %s', (_label, trustProxy) => {
     const options = { trustProxy } as unknown as Parameters<typeof clientIp>[1]
     expect(codeOf(() => createClientIpResolver(options))).toBe('TOLLBOOTH_ERR_INVALID_OPTION')
+  })
+
+  it('accepts a hop count up to 32', () => {
+    const chain = Array.from({ length: 40 }, (_, i) => `198.51.100.${i + 1}`).join(', ')
+    // The socket peer is hop 0, the right-most X-Forwarded-For entry hop 1: 32 hops trusted name the 32nd from the right.
+    expect(clientIp(req('10.0.0.1', chain), { trustProxy: 32 })).toBe('198.51.100.9')
   })
 
   it('refuses an unknown option, naming the closest known one', () => {

@@ -33,11 +33,18 @@ local function sliding_window(key, op, now, a1, a2, a3)
     if room >= 0 and p > 0 then return window * (1 - room / p) - elapsed end
     return window + window * (1 - (limit - a) / c) - elapsed
   end
+  -- the reply's last field: until one unit more than remaining fits (RateLimit t), 0 when nothing is spent
+  local function more_after(e, c, p)
+    if c == 0 and p == 0 then return 0 end
+    local wanted = math.max(0, math.floor(limit - e)) + 1
+    if wanted > limit then return 0 end
+    return retry_after(c, p, wanted)
+  end
   local function estimate_reply(e, c, p)
     local allowed = e + 1 <= limit
     local retry = 0
     if not allowed then retry = retry_after(c, p, 1) end
-    return reply(allowed, math.floor(limit - e), reset_after(c, p), retry, 0)
+    return reply(allowed, math.floor(limit - e), reset_after(c, p), retry, more_after(e, c, p))
   end
   local function save(c, p)
     return function()
@@ -50,16 +57,16 @@ local function sliding_window(key, op, now, a1, a2, a3)
     if estimate + amount > limit then
       -- rejected before incrementing
       local retry = retry_after(current, previous, amount)
-      return reply(false, math.floor(limit - estimate), reset_after(current, previous), retry, 0)
+      return reply(false, math.floor(limit - estimate), reset_after(current, previous), retry, more_after(estimate, current, previous))
     end
-    return reply(true, math.floor(limit - estimate - amount), 2 * window - elapsed, 0, 0), save(current + amount, previous)
+    return reply(true, math.floor(limit - estimate - amount), 2 * window - elapsed, 0, more_after(estimate + amount, current + amount, previous)), save(current + amount, previous)
   elseif op == 'debit' then
     -- taken whatever is left: at most one limit of debt; allowed when all of it was taken
     local taken = math.min(amount, math.max(0, 2 * limit - estimate))
     local next_count = current + taken
     local retry = 0
     if estimate + taken + 1 > limit then retry = retry_after(next_count, previous, 1) end
-    return reply(taken == amount, math.floor(limit - estimate - taken), reset_after(next_count, previous), retry, 0), save(next_count, previous)
+    return reply(taken == amount, math.floor(limit - estimate - taken), reset_after(next_count, previous), retry, more_after(estimate + taken, next_count, previous)), save(next_count, previous)
   elseif op == 'peek' then
     return estimate_reply(estimate, current, previous)
   elseif op == 'refund' then

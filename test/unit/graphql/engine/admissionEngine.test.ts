@@ -282,6 +282,21 @@ describe('AdmissionEngine', () => {
     expect(bob.admission?.cost).toBe(10)
   })
 
+  it('refuses a subscriptions.leaseMs past 2^31 - 1 ms (its renewal timer would fire every 1 ms)', () => {
+    expect(
+      () =>
+        new AdmissionEngine(
+          { limiter: budget(100), subscriptions: { leaseMs: 2 ** 33 } },
+          { overHttp: () => true },
+        ),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'TOLLBOOTH_ERR_INVALID_OPTION',
+        message: expect.stringContaining('"subscriptions.leaseMs"'),
+      }),
+    )
+  })
+
   it('refuses null for an option rather than taking it for the default (which could turn a limit off)', () => {
     const limiter = budget(100)
     for (const [options, option] of [
