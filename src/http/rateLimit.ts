@@ -41,9 +41,10 @@ export interface RateLimitOptions<Req extends IncomingMessage = IncomingMessage>
    */
   onLimited?: (req: Req, res: ServerResponse, refusal: Refusal) => void | Promise<void>
   /**
-   * Decides from the response, once it is over, whether an admitted request's cost is given back (may be async):
+   * Decides from a finished response whether an admitted request's cost is given back (may be async):
    * `(req, res) => res.statusCode < 400` counts only failed requests, `res.statusCode >= 400` only successful ones.
-   * An aborted response comes with `res.writableFinished` false. What it throws is ignored (nothing is given back).
+   * A response that did not finish (its client left) keeps its cost, and this is not asked. What it throws is
+   * ignored (nothing is given back).
    */
   refundWhen?: (req: Req, res: ServerResponse) => boolean | Promise<boolean>
 }
