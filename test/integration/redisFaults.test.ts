@@ -322,8 +322,12 @@ async function runScenario(policy: FailPolicy, config: ClientConfig, fault: Faul
 
     const sources = (list: Sample[]) => [...new Set(list.map((s) => s.decision?.source))]
     const healthy = samples.filter((s) => s.end <= faultAt)
-    expect(healthy.length).toBeGreaterThan(50)
-    expect(sources(healthy)).toEqual(['store'])
+    const fromStore = healthy.filter((s) => s.decision?.source === 'store')
+    expect(fromStore.length).toBeGreaterThan(50)
+    // With Redis up, the fail policy answers only a call that missed its deadline (the event loop of a busy machine
+    // can hold a reply past 50 ms): each such answer is one of the timeouts the store reported before the fault.
+    const missedDeadlines = storeErrors.filter((e) => e.t <= faultAt && e.code === ErrorCodes.STORE_TIMEOUT)
+    expect(healthy.length - fromStore.length).toBeLessThanOrEqual(missedDeadlines.length)
 
     const outage = samples.filter((s) => s.start >= outageStart && s.end <= outageEnd)
     expect(outage.length).toBeGreaterThan(500)
