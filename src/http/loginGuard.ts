@@ -14,7 +14,7 @@ import { proceedAfterDelay } from './heldLease.js'
 import { clientGone, type Middleware } from './middleware.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
-import { type TrustedDeviceOptions, trustedDevices } from './trustedDevices.js'
+import { type TrustedDeviceOptions, type TrustedDevices, trustedDevices } from './trustedDevices.js'
 
 const OWNER = 'loginGuard'
 
@@ -163,89 +163,100 @@ const NO_DEVICE: LoginSuccess = Object.freeze({ deviceToken: undefined, deviceCo
 export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
   options: LoginGuardOptions<Req>,
 ): LoginGuard<Req> {
-  if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
-  checkOptionKeys(OWNER, options, OPTIONS)
-  const perIp = refusingLimiter('perIp', options.perIp)
-  const perIpAndAccount = refusingLimiter('perIpAndAccount', options.perIpAndAccount)
-  const perAccount = options.perAccount
-  if (!(perAccount instanceof LeakyBucketLimiter)) {
-    throw invalidOption(
-      OWNER,
-      'perAccount',
-      'a leakyBucket (it slows an account down, never locks it)',
-      perAccount,
-    )
-  }
-  if (typeof options.account !== 'function')
-    throw invalidOption(OWNER, 'account', 'a function', options.account)
-  const readAccount = options.account
-  if (options.normalize !== undefined && typeof options.normalize !== 'function') {
-    throw invalidOption(OWNER, 'normalize', 'a function', options.normalize)
-  }
-  const normalize = orDefault(options.normalize, normalizeAccount)
-  const allowFailOpen = orDefault(options.allowFailOpen, false)
-  if (typeof allowFailOpen !== 'boolean')
-    throw invalidOption(OWNER, 'allowFailOpen', 'a boolean', allowFailOpen)
-  const devices =
-    options.trustedDevices === undefined
-      ? undefined
-      : trustedDevices(OWNER, options.trustedDevices, refusingLimiter)
-  const limiters: Record<string, RateLimiter> = { perIp, perIpAndAccount, perAccount }
-  if (devices !== undefined) limiters['trustedDevices.perDevice'] = devices.perDevice
-  checkDistinct(limiters)
-  if (!allowFailOpen)
-    for (const [option, limiter] of Object.entries(limiters)) checkFailsClosed(option, limiter)
-  const identify = requestIdentity(OWNER, options)
-  const unparsed = unparsedBodyRefusal(perIp)
-  // Once per kind (a parser ran before the guard or not), not per content type: those are the clients' to vary.
-  const warnedUnparsed = new Set<boolean>()
-
-  // Per request, not per identity: bounded by the requests alive, and gone with them.
-  const attempts = new WeakMap<Req, Attempt>()
-
-  /** The key an account is counted under; undefined when the request names none. */
-  function accountKey(raw: unknown): string | undefined {
-    if (raw === undefined || raw === null) return undefined
-    // Anything else the request names is counted as the text it becomes: a JSON array `["victim@…"]` that the
-    // route's own check turns into "victim@…" must not slip past the account's budgets as "no account".
-    const normalized = normalize(typeof raw === 'string' ? raw : String(raw))
-    if (typeof normalized !== 'string') {
-      throw invalidArgument(OWNER, 'normalize(account)', 'a string', normalized)
-    }
-    if (normalized.length === 0) return undefined
-    return normalized.length > MAX_ACCOUNT_LENGTH ? `#${hashKey(normalized)}` : normalized
-  }
-
-  /** The device key of a valid token `req` presents for `account`, if any. */
-  async function deviceKey(req: Req, account: string | undefined): Promise<string | undefined> {
-    if (devices === undefined || account === undefined) return undefined
-    const device = await devices.deviceOf(req, account)
-    return device === undefined ? undefined : storeKey([account, device])
-  }
-
-  async function check(req: Req): Promise<LoginCheck> {
-    const identity = await identify(req)
-    const account = accountKey(await readAccount(req))
-    if (account === undefined && bodyUnparsed(req)) {
-      const parserRan = 'body' in req
-      if (!warnedUnparsed.has(parserRan)) {
-        warnedUnparsed.add(parserRan)
-        process.emitWarning(unparsedBodyWarning(req, parserRan), { code: 'TOLLBOOTH_LOGIN_BODY_NOT_PARSED' })
+  const limits = new LoginLimits(options)
+  const check = (req: Req) => limits.check(req)
+  const guard: Middleware<Req> = (req, res, next) => {
+    if (clientGone(req)) return
+    check(req).then((answer) => {
+      if (!('allowed' in answer)) {
+        sendRefusal(res, answer)
+        return
       }
-      return unparsed
-    }
+      if (!res.headersSent) addRateLimitHeaders(res, answer.headers)
+      // A client that hangs up during its delay never reaches the route; its attempt stays counted.
+      proceedAfterDelay(res, answer.delayMs, () => next())
+    }, next)
+  }
+  return Object.assign(guard, {
+    check,
+    failed: (req: Req, account: string) => limits.failed(req, account),
+    succeeded: (req: Req, account: string) => limits.succeeded(req, account),
+  })
+}
 
-    const device = await deviceKey(req, account)
+/** A login guard's limits, checked once, and what it decides and settles for each attempt. */
+class LoginLimits<Req extends IncomingMessage> {
+  private readonly perIp: RateLimiter
+  private readonly perIpAndAccount: RateLimiter
+  private readonly perAccount: LeakyBucketLimiter
+  private readonly readAccount: LoginGuardOptions<Req>['account']
+  private readonly normalize: (account: string) => string
+  private readonly devices: TrustedDevices<Req> | undefined
+  private readonly identify: (req: Req) => string | Promise<string>
+  private readonly unparsed: Refusal
+  /** Once per kind (a parser ran before the guard or not), not per content type: those are the clients' to vary. */
+  private readonly warnedUnparsed = new Set<boolean>()
+  /** Per request, not per identity: bounded by the requests alive, and gone with them. */
+  private readonly attempts = new WeakMap<Req, Attempt>()
+
+  constructor(options: LoginGuardOptions<Req>) {
+    if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
+    checkOptionKeys(OWNER, options, OPTIONS)
+    this.perIp = refusingLimiter('perIp', options.perIp)
+    this.perIpAndAccount = refusingLimiter('perIpAndAccount', options.perIpAndAccount)
+    const perAccount = options.perAccount
+    if (!(perAccount instanceof LeakyBucketLimiter)) {
+      throw invalidOption(
+        OWNER,
+        'perAccount',
+        'a leakyBucket (it slows an account down, never locks it)',
+        perAccount,
+      )
+    }
+    this.perAccount = perAccount
+    if (typeof options.account !== 'function')
+      throw invalidOption(OWNER, 'account', 'a function', options.account)
+    this.readAccount = options.account
+    if (options.normalize !== undefined && typeof options.normalize !== 'function') {
+      throw invalidOption(OWNER, 'normalize', 'a function', options.normalize)
+    }
+    this.normalize = orDefault(options.normalize, normalizeAccount)
+    const allowFailOpen = orDefault(options.allowFailOpen, false)
+    if (typeof allowFailOpen !== 'boolean')
+      throw invalidOption(OWNER, 'allowFailOpen', 'a boolean', allowFailOpen)
+    this.devices =
+      options.trustedDevices === undefined
+        ? undefined
+        : trustedDevices(OWNER, options.trustedDevices, refusingLimiter)
+    const limiters: Record<string, RateLimiter> = {
+      perIp: this.perIp,
+      perIpAndAccount: this.perIpAndAccount,
+      perAccount,
+    }
+    if (this.devices !== undefined) limiters['trustedDevices.perDevice'] = this.devices.perDevice
+    checkDistinct(limiters)
+    if (!allowFailOpen)
+      for (const [option, limiter] of Object.entries(limiters)) checkFailsClosed(option, limiter)
+    this.identify = requestIdentity(OWNER, options)
+    this.unparsed = unparsedBodyRefusal(this.perIp)
+  }
+
+  /**
+   * Decides one attempt and counts it. Its awaits stay in this one function on purpose: a decision split into an async
+   * function of its own would cost every attempt one promise more. The answers are steps of their own.
+   */
+  async check(req: Req): Promise<LoginCheck> {
+    // The callbacks are called as plain functions, as the options hold them: never with this class as `this`.
+    const { perIp, perIpAndAccount, perAccount, devices, identify, readAccount } = this
+    const identity = await identify(req)
+    const account = this.accountKey(await readAccount(req))
+    if (account === undefined && bodyUnparsed(req)) return this.refuseUnparsed(req)
+
+    const device = await this.deviceKey(req, account)
     if (device !== undefined && devices !== undefined && account !== undefined) {
       const decision = await devices.perDevice.consume(device)
       if (decision.allowed) {
-        attempts.set(req, { kind: 'device', account, deviceKey: device })
-        return {
-          allowed: true,
-          delayMs: 0,
-          headers: rateLimitHeaders(decision, devices.perDevice.policy),
-          trustedDevice: true,
-        }
+        return this.admitDevice(req, account, device, rateLimitHeaders(decision, devices.perDevice.policy))
       }
       // The device's own failures spent its budget: its token is revoked until the budget refills, and the attempt
       // counts as an untrusted client's.
@@ -256,8 +267,7 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
     const ip = await perIp.consume(identity)
     if (!ip.allowed) return refusal(ip, perIp.policy)
     if (account === undefined) {
-      attempts.set(req, { kind: 'shared', identity, account })
-      return { allowed: true, delayMs: 0, headers: rateLimitHeaders(ip, perIp.policy), trustedDevice: false }
+      return this.admitShared(req, identity, account, 0, rateLimitHeaders(ip, perIp.policy))
     }
 
     const pairKey = pair(identity, account)
@@ -274,50 +284,48 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
       await Promise.all([perIp.refund(identity, 1), perIpAndAccount.refund(pairKey, 1)])
       return refusal(turn, perAccount.policy)
     }
-    attempts.set(req, { kind: 'shared', identity, account })
-    return {
-      allowed: true,
-      delayMs: turn.delayMs,
-      headers: mergeRateLimitHeaders([
-        rateLimitHeaders(ip, perIp.policy),
-        rateLimitHeaders(pairDecision, perIpAndAccount.policy),
-      ]),
-      trustedDevice: false,
-    }
+    const headers = mergeRateLimitHeaders([
+      rateLimitHeaders(ip, perIp.policy),
+      rateLimitHeaders(pairDecision, perIpAndAccount.policy),
+    ])
+    return this.admitShared(req, identity, account, turn.delayMs, headers)
   }
 
-  async function failed(req: Req, account: string): Promise<void> {
+  async failed(req: Req, account: string): Promise<void> {
+    const { attempts, devices } = this
     if (attempts.has(req)) {
       attempts.delete(req)
       return
     }
-    const key = accountKey(account)
-    const device = await deviceKey(req, key)
+    const key = this.accountKey(account)
+    const device = await this.deviceKey(req, key)
     // Counted on the device while its budget holds, as `check` would have; a revoked device counts as any client.
     if (device !== undefined && devices !== undefined && (await devices.perDevice.consume(device)).allowed)
       return
+    const { identify } = this
     const identity = await identify(req)
-    await perIp.consume(identity)
+    await this.perIp.consume(identity)
     if (key === undefined) return
-    await Promise.all([perIpAndAccount.consume(pair(identity, key)), perAccount.consume(key)])
+    await Promise.all([this.perIpAndAccount.consume(pair(identity, key)), this.perAccount.consume(key)])
   }
 
-  async function succeeded(req: Req, account: string): Promise<LoginSuccess> {
+  async succeeded(req: Req, account: string): Promise<LoginSuccess> {
+    const { attempts, devices, identify } = this
     const attempt = attempts.get(req)
     attempts.delete(req)
-    const key = attempt === undefined ? accountKey(account) : attempt.account
+    const key = attempt === undefined ? this.accountKey(account) : attempt.account
     const work: Promise<unknown>[] = []
     if (attempt?.kind === 'device') {
       if (devices !== undefined) work.push(devices.perDevice.refund(attempt.deviceKey, 1))
     } else {
       const identity = attempt?.identity ?? (await identify(req))
       if (attempt !== undefined) {
-        work.push(perIp.refund(identity, 1))
-        if (key !== undefined) work.push(perAccount.refund(key, 1))
+        work.push(this.perIp.refund(identity, 1))
+        if (key !== undefined) work.push(this.perAccount.refund(key, 1))
       }
       if (key !== undefined) {
         work.push(
-          perIpAndAccount.reset(pair(identity, key)).catch((error: unknown) => {
+          this.perIpAndAccount.reset(pair(identity, key)).catch((error: unknown) => {
             // The pair's failures expire with its key; a login must not fail because Redis is down.
             if (!isStoreFailure(error)) throw error
           }),
@@ -330,20 +338,60 @@ export function loginGuard<Req extends IncomingMessage = IncomingMessage>(
     return { deviceToken: issued.token, deviceCookie: issued.cookie }
   }
 
-  const guard: Middleware<Req> = (req, res, next) => {
-    if (clientGone(req)) return
-    check(req).then((answer) => {
-      if (!('allowed' in answer)) {
-        sendRefusal(res, answer)
-        return
-      }
-      if (!res.headersSent) addRateLimitHeaders(res, answer.headers)
-      // A client that hangs up during its delay never reaches the route; its attempt stays counted.
-      proceedAfterDelay(res, answer.delayMs, () => next())
-    }, next)
+  /** The key an account is counted under; undefined when the request names none. */
+  private accountKey(raw: unknown): string | undefined {
+    if (raw === undefined || raw === null) return undefined
+    // Anything else the request names is counted as the text it becomes: a JSON array `["victim@…"]` that the
+    // route's own check turns into "victim@…" must not slip past the account's budgets as "no account".
+    const { normalize } = this
+    const normalized = normalize(typeof raw === 'string' ? raw : String(raw))
+    if (typeof normalized !== 'string') {
+      throw invalidArgument(OWNER, 'normalize(account)', 'a string', normalized)
+    }
+    if (normalized.length === 0) return undefined
+    return normalized.length > MAX_ACCOUNT_LENGTH ? `#${hashKey(normalized)}` : normalized
   }
 
-  return Object.assign(guard, { check, failed, succeeded })
+  /** The device key of a valid token `req` presents for `account`, if any. */
+  private async deviceKey(req: Req, account: string | undefined): Promise<string | undefined> {
+    const { devices } = this
+    if (devices === undefined || account === undefined) return undefined
+    const device = await devices.deviceOf(req, account)
+    return device === undefined ? undefined : storeKey([account, device])
+  }
+
+  /** A body nothing parsed and no account: refused with 400, nothing spent, a warning the first time. */
+  private refuseUnparsed(req: Req): Refusal {
+    const parserRan = 'body' in req
+    if (!this.warnedUnparsed.has(parserRan)) {
+      this.warnedUnparsed.add(parserRan)
+      process.emitWarning(unparsedBodyWarning(req, parserRan), { code: 'TOLLBOOTH_LOGIN_BODY_NOT_PARSED' })
+    }
+    return this.unparsed
+  }
+
+  /** A trusted device's attempt, counted in its own budget alone: no turn to wait. */
+  private admitDevice(
+    req: Req,
+    account: string,
+    deviceKey: string,
+    headers: Record<string, string>,
+  ): LoginAdmission {
+    this.attempts.set(req, { kind: 'device', account, deviceKey })
+    return { allowed: true, delayMs: 0, headers, trustedDevice: true }
+  }
+
+  /** An attempt counted in the budgets every client shares; it waits `delayMs`, the account's turn. */
+  private admitShared(
+    req: Req,
+    identity: string,
+    account: string | undefined,
+    delayMs: number,
+    headers: Record<string, string>,
+  ): LoginAdmission {
+    this.attempts.set(req, { kind: 'shared', identity, account })
+    return { allowed: true, delayMs, headers, trustedDevice: false }
+  }
 }
 
 export { normalizeAccount }

@@ -193,44 +193,63 @@ export interface UploadAdmission {
  * naming `owner` in errors; adapters check their own callbacks.
  */
 export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmission {
-  const maxBytes = positiveInteger(owner, 'maxBytes', limits.maxBytes)
-  const { bytes, concurrent } = limits
-  if (bytes !== undefined && (!(bytes instanceof RateLimiter) || bytes instanceof LeakyBucketLimiter)) {
-    throw invalidOption(owner, 'bytes', 'a tokenBucket, slidingWindow or fixedWindow counting bytes', bytes)
-  }
-  // An upload the budget can never be charged for would be refused (or undercharged) whatever the budget holds.
-  if (bytes !== undefined && maxBytes > bytes.maxCost) {
-    throw invalidOption(owner, 'maxBytes', `at most the capacity of "bytes" (${bytes.maxCost})`, maxBytes)
-  }
-  if (concurrent !== undefined && !(concurrent instanceof ConcurrencyLimiter)) {
-    throw invalidOption(owner, 'concurrent', 'a concurrency limiter (concurrencyLimit)', concurrent)
+  const door = new UploadDoor(owner, limits)
+  return { maxBytes: door.maxBytes, start: (req, exchange) => door.start(req, exchange) }
+}
+
+/** 'admitting' until the route gets the request ('admitted') or the upload is answered without it ('refused'). */
+type UploadPhase = 'admitting' | 'admitted' | 'refused'
+
+/** The limits of an upload admission, checked once, and the policies and answers every upload shares. */
+class UploadDoor {
+  readonly maxBytes: number
+  readonly bytes: RateLimiter | undefined
+  readonly concurrent: ConcurrencyLimiter | undefined
+  readonly bytesPolicy: RateLimitPolicy | undefined
+  readonly concurrentPolicy: RateLimitPolicy | undefined
+  readonly sizeRefusal: Refusal
+
+  constructor(
+    readonly owner: string,
+    limits: UploadLimits,
+  ) {
+    const maxBytes = positiveInteger(owner, 'maxBytes', limits.maxBytes)
+    const { bytes, concurrent } = limits
+    if (bytes !== undefined && (!(bytes instanceof RateLimiter) || bytes instanceof LeakyBucketLimiter)) {
+      throw invalidOption(owner, 'bytes', 'a tokenBucket, slidingWindow or fixedWindow counting bytes', bytes)
+    }
+    // An upload the budget can never be charged for would be refused (or undercharged) whatever the budget holds.
+    if (bytes !== undefined && maxBytes > bytes.maxCost) {
+      throw invalidOption(owner, 'maxBytes', `at most the capacity of "bytes" (${bytes.maxCost})`, maxBytes)
+    }
+    if (concurrent !== undefined && !(concurrent instanceof ConcurrencyLimiter)) {
+      throw invalidOption(owner, 'concurrent', 'a concurrency limiter (concurrencyLimit)', concurrent)
+    }
+    this.maxBytes = maxBytes
+    this.bytes = bytes
+    this.concurrent = concurrent
+    this.bytesPolicy =
+      bytes === undefined ? undefined : Object.freeze({ ...bytes.policy, unit: 'content-bytes' })
+    this.concurrentPolicy =
+      concurrent === undefined
+        ? undefined
+        : Object.freeze({ name: concurrent.name, quota: concurrent.limit, unit: 'concurrent-requests' })
+    this.sizeRefusal = sizeRefusal(maxBytes)
   }
 
-  const sizePolicy: RateLimitPolicy = Object.freeze({
-    name: UPLOAD_SIZE_POLICY,
-    quota: maxBytes,
-    unit: 'content-bytes',
-  })
-  const bytesPolicy: RateLimitPolicy | undefined =
-    bytes === undefined ? undefined : Object.freeze({ ...bytes.policy, unit: 'content-bytes' })
-  const concurrentPolicy: RateLimitPolicy | undefined =
-    concurrent === undefined
-      ? undefined
-      : Object.freeze({ name: concurrent.name, quota: concurrent.limit, unit: 'concurrent-requests' })
-  // A size refusal comes from no store: a synthetic decision, for the RateLimit fields of the 413.
-  const tooLarge: Decision = Object.freeze({
-    allowed: false,
-    limit: maxBytes,
-    remaining: maxBytes,
-    resetMs: 0,
-    retryAfterMs: 0,
-    delayMs: 0,
-    neverAllowed: true,
-    source: 'store',
-  })
-  const sizeRefusal = refusal(tooLarge, sizePolicy, 413)
+  /** Refuses a declared length over `maxBytes` at once; any other upload is admitted in steps (`Upload`). */
+  start(req: IncomingMessage, exchange: UploadExchange): void {
+    const declared = declaredLength(req)
+    if (declared !== undefined && declared > this.maxBytes) {
+      this.refuse(req, exchange, this.sizeRefusal)
+      return
+    }
+    // Spent at the door: all that the body may bring. A body without a length may bring up to maxBytes.
+    const need = this.bytes === undefined ? 0 : (declared ?? this.maxBytes)
+    new Upload(this, req, exchange, need).admit()
+  }
 
-  const refuse = (req: IncomingMessage, exchange: UploadExchange, answer: Refusal) => {
+  refuse(req: IncomingMessage, exchange: UploadExchange, answer: Refusal): void {
     // The body is not read: ending the connection after the answer is what keeps Node from reading it to reuse it.
     // HTTP/2 has no connection of the request's own (and refuses the header): its stream is closed instead.
     if (isHttp2(req)) closeStreamAfterAnswer(req)
@@ -242,13 +261,14 @@ export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmi
    * Settles a reservation once the upload is decided and, when admitted, its body is over: the budget keeps what the
    * route received (never more than was reserved), the rest goes back. Reported to `exchange.charged` when admitted.
    */
-  const settle = async (
+  async settle(
     exchange: UploadExchange,
     identity: string,
     reservation: Decision,
     reserved: number,
     admitted: { received: number; complete: boolean } | undefined,
-  ): Promise<void> => {
+  ): Promise<void> {
+    const { bytes } = this
     if (bytes === undefined) return
     const kept = admitted === undefined ? 0 : Math.min(admitted.received, reserved)
     const decision = kept < reserved ? await bytes.refund(identity, reserved - kept) : reservation
@@ -261,145 +281,192 @@ export function uploadAdmission(owner: string, limits: UploadLimits): UploadAdmi
       // A throwing observer changes nothing about the upload.
     }
   }
+}
 
-  const start = (req: IncomingMessage, exchange: UploadExchange): void => {
-    const { res } = exchange
-    const http2 = isHttp2(req)
-    const declared = declaredLength(req)
-    if (declared !== undefined && declared > maxBytes) {
-      refuse(req, exchange, sizeRefusal)
-      return
-    }
-    // Spent at the door: all that the body may bring. A body without a length may bring up to maxBytes.
-    const need = bytes === undefined ? 0 : (declared ?? maxBytes)
+/**
+ * One upload past the size check at the door: its identity, the reservation made from the byte budget and the lease,
+ * the body counted as it streams, the cut-off past `maxBytes`, and the settlement once, when it is over.
+ */
+class Upload {
+  private identity: string | undefined
+  private phase: UploadPhase = 'admitting'
+  private reservation: Decision | undefined
+  private settled = false
+  private responseClosed = false
+  private readonly body: CountedBody
 
-    let identity: string | undefined
-    // 'admitting' until the route gets the request ('admitted') or the upload is answered without it ('refused').
-    let phase: 'admitting' | 'admitted' | 'refused' = 'admitting'
-    let reservation: Decision | undefined
-    let settled = false
-    let responseClosed = false
-    res.once('close', () => {
-      responseClosed = true
+  constructor(
+    private readonly door: UploadDoor,
+    private readonly req: IncomingMessage,
+    private readonly exchange: UploadExchange,
+    /** What is reserved from the byte budget (0 without one). */
+    private readonly need: number,
+  ) {
+    exchange.res.once('close', () => {
+      this.responseClosed = true
     })
-    // A reservation is settled once: when the upload is refused, or when an admitted upload's body is over.
-    const settleWhenOver = () => {
-      if (settled || reservation === undefined || identity === undefined || phase === 'admitting') return
-      if (phase === 'admitted' && body.state === 'reading') return
-      settled = true
-      const admitted =
-        phase === 'admitted' ? { received: body.received, complete: body.state === 'complete' } : undefined
-      void settle(exchange, identity, reservation, need, admitted).catch(() => {
-        // refund rejects only on an invalid key or amount, both checked before.
-      })
-    }
-    const refuseUnread = (answer: Refusal) => {
-      phase = 'refused'
-      body.stop()
-      refuse(req, exchange, answer)
-      settleWhenOver()
-    }
-
-    const body = countBody(req, maxBytes, {
-      ended: settleWhenOver,
-      cut: () => {
-        const admitted = phase === 'admitted'
-        if (phase === 'admitting') phase = 'refused'
-        settleWhenOver()
-        const destroy = () => req.destroy(new UploadTooLargeError(maxBytes))
-        if (http2) {
-          // No connection to close: the request ends in an error at once, its stream once the answer is out.
-          destroy()
-          if (admitted) exchange.cutOff(sizeRefusal)
-          else exchange.refuse(sizeRefusal)
-          closeStreamAfterAnswer(req)
-          return
-        }
-        if (admitted && res.headersSent) {
-          // The route has answered already: only the connection can stop the flood.
-          destroy()
-          return
-        }
-        // The answer first, then the end of the connection (destroying the request closes its socket).
-        res.once('finish', destroy)
-        res.once('close', destroy)
-        if (admitted) {
-          res.setHeader('connection', 'close')
-          exchange.cutOff(sizeRefusal)
-        } else {
-          refuse(req, exchange, sizeRefusal)
-        }
-      },
+    this.body = countBody(req, door.maxBytes, {
+      ended: () => this.settleWhenOver(),
+      cut: () => this.cutOff(),
     })
     // The client went away before the body was over: an admitted upload keeps what came.
     req.once('close', () => {
-      body.stop()
-      settleWhenOver()
+      this.body.stop()
+      this.settleWhenOver()
     })
+  }
 
-    if (bytes === undefined && concurrent === undefined) {
-      if (body.state === 'cut') return
-      phase = 'admitted'
+  /** Resolves the identity, reserves its bytes, takes its lease, then hands the request to the route. */
+  admit(): void {
+    const { door, exchange } = this
+    if (door.bytes === undefined && door.concurrent === undefined) {
+      if (this.body.state === 'cut') return
+      this.phase = 'admitted'
       exchange.admit()
       return
     }
-
-    const admit = async (): Promise<void> => {
-      const key = exchange.identify()
-      identity = validIdentity(owner, typeof key === 'string' ? key : await key)
-      // Cut off past maxBytes while the identity was being resolved: already answered.
-      if (phase !== 'admitting') return
-      if (bytes !== undefined && bytesPolicy !== undefined && need > 0) {
-        const decision = await bytes.consume(identity, need)
-        if (!decision.allowed) {
-          if (phase === 'admitting') refuseUnread(refusal(decision, bytesPolicy))
-          return
-        }
-        reservation = decision
-        if (phase !== 'admitting' || responseClosed) {
-          // Cut off past maxBytes, or the client went away, while the reservation was being made: given back.
-          phase = 'refused'
-          settleWhenOver()
-          return
-        }
-      }
-      let lease: Lease | undefined
-      if (concurrent !== undefined && concurrentPolicy !== undefined) {
-        lease = await concurrent.acquire(identity)
-        if (phase !== 'admitting' || responseClosed) {
-          void lease.release()
-          phase = 'refused'
-          settleWhenOver()
-          return
-        }
-        if (!lease.allowed) {
-          refuseUnread(refusal(lease, concurrentPolicy))
-          return
-        }
-        holdForResponse(lease, concurrent.leaseMs, res)
-      }
-      const fields: Record<string, string>[] = []
-      if (reservation !== undefined && bytesPolicy !== undefined) {
-        fields.push(rateLimitHeaders(reservation, bytesPolicy))
-      }
-      if (lease !== undefined && concurrentPolicy !== undefined) {
-        fields.push(rateLimitHeaders(lease, concurrentPolicy))
-      }
-      exchange.setHeaders(mergeRateLimitHeaders(fields))
-      phase = 'admitted'
-      exchange.admit()
-      // The body may be over already (a small one arrives with the headers).
-      settleWhenOver()
-    }
-    admit().catch((error: unknown) => {
-      if (phase === 'admitting') phase = 'refused'
-      body.stop()
-      settleWhenOver()
+    this.admitWithLimits().catch((error: unknown) => {
+      if (this.phase === 'admitting') this.phase = 'refused'
+      this.body.stop()
+      this.settleWhenOver()
       exchange.fail(error)
     })
   }
 
-  return { maxBytes, start }
+  private async admitWithLimits(): Promise<void> {
+    const { door, exchange } = this
+    const { bytes, bytesPolicy, concurrent, concurrentPolicy } = door
+    const key = exchange.identify()
+    const identity = validIdentity(door.owner, typeof key === 'string' ? key : await key)
+    this.identity = identity
+    // Cut off past maxBytes while the identity was being resolved: already answered.
+    if (this.phase !== 'admitting') return
+    if (bytes !== undefined && bytesPolicy !== undefined && this.need > 0) {
+      if (!this.reserved(await bytes.consume(identity, this.need), bytesPolicy)) return
+    }
+    let lease: Lease | undefined
+    if (concurrent !== undefined && concurrentPolicy !== undefined) {
+      lease = await concurrent.acquire(identity)
+      if (!this.leased(lease, concurrentPolicy)) return
+      holdForResponse(lease, concurrent.leaseMs, exchange.res)
+    }
+    const fields: Record<string, string>[] = []
+    if (this.reservation !== undefined && bytesPolicy !== undefined) {
+      fields.push(rateLimitHeaders(this.reservation, bytesPolicy))
+    }
+    if (lease !== undefined && concurrentPolicy !== undefined) {
+      fields.push(rateLimitHeaders(lease, concurrentPolicy))
+    }
+    exchange.setHeaders(mergeRateLimitHeaders(fields))
+    this.phase = 'admitted'
+    exchange.admit()
+    // The body may be over already (a small one arrives with the headers).
+    this.settleWhenOver()
+  }
+
+  /** Takes the byte budget's answer to the reservation: whether the upload goes on. */
+  private reserved(decision: Decision, policy: RateLimitPolicy): boolean {
+    if (!decision.allowed) {
+      if (this.phase === 'admitting') this.refuseUnread(refusal(decision, policy))
+      return false
+    }
+    this.reservation = decision
+    if (this.phase !== 'admitting' || this.responseClosed) {
+      // Cut off past maxBytes, or the client went away, while the reservation was being made: given back.
+      this.phase = 'refused'
+      this.settleWhenOver()
+      return false
+    }
+    return true
+  }
+
+  /** Takes the concurrency limit's lease: whether the upload goes on. */
+  private leased(lease: Lease, policy: RateLimitPolicy): boolean {
+    if (this.phase !== 'admitting' || this.responseClosed) {
+      void lease.release()
+      this.phase = 'refused'
+      this.settleWhenOver()
+      return false
+    }
+    if (!lease.allowed) {
+      this.refuseUnread(refusal(lease, policy))
+      return false
+    }
+    return true
+  }
+
+  private refuseUnread(answer: Refusal): void {
+    this.phase = 'refused'
+    this.body.stop()
+    this.door.refuse(this.req, this.exchange, answer)
+    this.settleWhenOver()
+  }
+
+  /** A reservation is settled once: when the upload is refused, or when an admitted upload's body is over. */
+  private settleWhenOver(): void {
+    const { identity, reservation, phase, body } = this
+    if (this.settled || reservation === undefined || identity === undefined || phase === 'admitting') return
+    if (phase === 'admitted' && body.state === 'reading') return
+    this.settled = true
+    const admitted =
+      phase === 'admitted' ? { received: body.received, complete: body.state === 'complete' } : undefined
+    void this.door.settle(this.exchange, identity, reservation, this.need, admitted).catch(() => {
+      // refund rejects only on an invalid key or amount, both checked before.
+    })
+  }
+
+  /** The body went past `maxBytes`: nothing more reaches the route, a 413 is answered, the connection ends. */
+  private cutOff(): void {
+    const { req, exchange, door } = this
+    const { res } = exchange
+    const admitted = this.phase === 'admitted'
+    if (this.phase === 'admitting') this.phase = 'refused'
+    this.settleWhenOver()
+    const destroy = () => req.destroy(new UploadTooLargeError(door.maxBytes))
+    if (isHttp2(req)) {
+      // No connection to close: the request ends in an error at once, its stream once the answer is out.
+      destroy()
+      if (admitted) exchange.cutOff(door.sizeRefusal)
+      else exchange.refuse(door.sizeRefusal)
+      closeStreamAfterAnswer(req)
+      return
+    }
+    if (admitted && res.headersSent) {
+      // The route has answered already: only the connection can stop the flood.
+      destroy()
+      return
+    }
+    // The answer first, then the end of the connection (destroying the request closes its socket).
+    res.once('finish', destroy)
+    res.once('close', destroy)
+    if (admitted) {
+      res.setHeader('connection', 'close')
+      exchange.cutOff(door.sizeRefusal)
+    } else {
+      door.refuse(req, exchange, door.sizeRefusal)
+    }
+  }
+}
+
+/** The 413 of a body over `maxBytes`, with the RateLimit fields of the per-request size policy. */
+function sizeRefusal(maxBytes: number): Refusal {
+  const sizePolicy: RateLimitPolicy = Object.freeze({
+    name: UPLOAD_SIZE_POLICY,
+    quota: maxBytes,
+    unit: 'content-bytes',
+  })
+  // A size refusal comes from no store: a synthetic decision, for the RateLimit fields of the 413.
+  const tooLarge: Decision = Object.freeze({
+    allowed: false,
+    limit: maxBytes,
+    remaining: maxBytes,
+    resetMs: 0,
+    retryAfterMs: 0,
+    delayMs: 0,
+    neverAllowed: true,
+    source: 'store',
+  })
+  return refusal(tooLarge, sizePolicy, 413)
 }
 
 type BodyState = 'reading' | 'complete' | 'cut' | 'stopped'

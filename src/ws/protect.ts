@@ -36,16 +36,6 @@ export interface WebSocketProtection {
   close(): Promise<void>
 }
 
-interface Connection {
-  identity: string
-  lease: Lease
-  readonly guard: MessageGuard
-  /** Messages waiting for the identity's shared budget, when `identityMessages` is on. */
-  queue: MessageQueue | undefined
-  alive: boolean
-  released: boolean
-}
-
 type UpgradeCallback = (socket: WebSocket, req: IncomingMessage) => void
 
 /**
@@ -63,120 +53,246 @@ export function protectWebSocketServer(
   if (wss === null || typeof wss !== 'object' || typeof wss.handleUpgrade !== 'function') {
     throw invalidOption('protectWebSocketServer', 'wss', 'a ws WebSocketServer', wss)
   }
-  const resolved = resolveWebSocketOptions(options)
-  const budget = createSharedBudget(resolved)
-  const upgrades = new UpgradeGuard(resolved, budget)
-  let closed = false
-  const connections = new Map<WebSocket, Connection>()
+  const server = new ProtectedServer(wss, resolveWebSocketOptions(options))
+  return {
+    get openConnections() {
+      return server.connections.size
+    },
+    get pendingUpgrades() {
+      return server.upgrades.pending
+    },
+    identityOf: (ws) => server.connections.get(ws)?.identity,
+    rekey: (ws, identity) => server.rekey(ws, identity),
+    close: () => server.close(),
+  }
+}
 
-  // ws checks the size from the frame header before reading the payload, and closes with 1009.
-  const serverOptions = wss.options as { maxPayload?: number }
-  if (serverOptions.maxPayload === undefined || serverOptions.maxPayload > resolved.maxMessageBytes) {
-    serverOptions.maxPayload = resolved.maxMessageBytes
+/**
+ * The server-level half of a protection: the wrapped `handleUpgrade`, the connections it admitted, and the two
+ * timers all of them share.
+ */
+class ProtectedServer {
+  readonly budget: SharedBudget | undefined
+  readonly upgrades: UpgradeGuard
+  readonly connections = new Map<WebSocket, ProtectedConnection>()
+  private closed = false
+  private readonly originalHandleUpgrade: WebSocketServer['handleUpgrade']
+  private readonly renewTimer: NodeJS.Timeout
+  private readonly heartbeatTimer: NodeJS.Timeout | undefined
+
+  constructor(
+    readonly wss: WebSocketServer,
+    readonly resolved: ResolvedWebSocketOptions,
+  ) {
+    this.budget = createSharedBudget(resolved)
+    this.upgrades = new UpgradeGuard(resolved, this.budget)
+    lowerMaxPayload(wss, resolved.maxMessageBytes)
+    this.originalHandleUpgrade = wss.handleUpgrade
+    wss.handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, callback: UpgradeCallback) =>
+      this.handleUpgrade(req, socket, head, callback)
+
+    // One timer for all connections: renew leases well before they expire (a RedisStore batches the renewals).
+    this.renewTimer = setInterval(() => this.renewLeases(), timerDelay(resolved.leaseMs / 3))
+    this.renewTimer.unref()
+    this.heartbeatTimer =
+      resolved.heartbeatMs > 0 ? setInterval(() => this.heartbeat(), resolved.heartbeatMs) : undefined
+    this.heartbeatTimer?.unref()
   }
 
-  const originalHandleUpgrade = wss.handleUpgrade
-  wss.handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, callback: UpgradeCallback) => {
+  /** The size ws enforces on the server's sockets now (perhaps lowered to `maxMessageBytes` here). */
+  maxPayload(): number {
+    return (this.wss.options as { maxPayload?: number }).maxPayload ?? this.resolved.maxMessageBytes
+  }
+
+  private handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, callback: UpgradeCallback): void {
+    const { wss } = this
     // Paths this server does not handle and malformed handshakes are ws' business (it answers 400 or 405):
     // nothing is spent on them.
     if (!wss.shouldHandle(req) || !isWebSocketHandshake(req)) {
       // Should ws upgrade one of these all the same (its checks grown laxer than ours), the socket never reaches
       // the app unguarded: it is cut at once.
-      return originalHandleUpgrade.call(wss, req, socket, head, (unguarded: WebSocket) =>
-        unguarded.terminate(),
-      )
+      this.originalHandleUpgrade.call(wss, req, socket, head, (unguarded: WebSocket) => unguarded.terminate())
+      return
     }
     // Node removed its own error listener before 'upgrade' and ws adds one only in handleUpgrade: until then, a
     // client resetting the connection would be an unhandled 'error' that ends the process.
     socket.on('error', () => socket.destroy())
-    void upgrades.admit(req, socket, connections.size).then(
+    void this.upgrades.admit(req, socket, this.connections.size).then(
       (admission) => {
         if (admission === undefined) return
-        if (closed) {
+        if (this.closed) {
           // The protection was closed while this upgrade was being decided.
-          budget?.leave(admission.identity)
+          this.budget?.leave(admission.identity)
           void admission.lease.release()
           refuse(socket, 503, { 'Retry-After': '1' })
           return
         }
-        upgrade(admission, req, socket, head, callback)
+        this.upgrade(admission, req, socket, head, callback)
       },
       () => socket.destroy(),
     )
   }
 
-  function upgrade(
+  private upgrade(
     admission: Admission,
     req: IncomingMessage,
     socket: Duplex,
     head: Buffer,
     cb: UpgradeCallback,
-  ) {
+  ): void {
     let admitted = false
     // If the client left meanwhile, or ws refuses the handshake itself (bad headers), the callback never runs:
     // give the slot back then.
     socket.once('close', () => {
       if (admitted) return
       void admission.lease.release()
-      budget?.leave(admission.identity)
+      this.budget?.leave(admission.identity)
     })
-    originalHandleUpgrade.call(wss, req, socket, head, (ws: WebSocket, upgradedReq: IncomingMessage) => {
-      admitted = true
-      track(ws, admission, socket)
-      cb(ws, upgradedReq)
-    })
+    this.originalHandleUpgrade.call(
+      this.wss,
+      req,
+      socket,
+      head,
+      (ws: WebSocket, upgradedReq: IncomingMessage) => {
+        admitted = true
+        this.track(ws, admission, socket)
+        cb(ws, upgradedReq)
+      },
+    )
   }
 
-  function track(ws: WebSocket, admission: Admission, raw: Duplex): void {
-    const guard = new MessageGuard(ws, resolved)
-    guard.inflation = InflateGate.install(
+  private track(ws: WebSocket, admission: Admission, raw: Duplex): void {
+    const connection = new ProtectedConnection(this, ws, admission, raw)
+    this.connections.set(ws, connection)
+    connection.guardTraffic()
+    connection.listen(() => this.connections.delete(ws))
+  }
+
+  private renewLeases(): void {
+    for (const [ws, connection] of this.connections) {
+      void connection.lease.renew().then((held) => {
+        if (!held && this.connections.has(ws)) ws.close(CloseCodes.TRY_AGAIN_LATER, CloseReasons.LEASE_LOST)
+      })
+    }
+  }
+
+  private heartbeat(): void {
+    for (const connection of this.connections.values()) connection.heartbeat()
+  }
+
+  async rekey(ws: WebSocket, identity: string): Promise<Lease> {
+    const connection = this.connections.get(ws)
+    if (connection === undefined) {
+      throw invalidArgument('rekey', 'socket', 'a socket admitted by this protection', 'another socket')
+    }
+    // Already counted under this identity: keep the slot it has.
+    if (identity === connection.identity) return connection.lease
+    const lease = await this.upgrades.connections.acquire(identity)
+    if (!lease.allowed) return lease
+    await this.budget?.join(identity)
+    if (!this.connections.has(ws)) {
+      // Closed meanwhile: the new slot must not outlive it.
+      this.budget?.leave(identity)
+      await lease.release()
+      return lease
+    }
+    await connection.moveTo(identity, lease)
+    return lease
+  }
+
+  async close(): Promise<void> {
+    this.closed = true
+    clearInterval(this.renewTimer)
+    if (this.heartbeatTimer !== undefined) clearInterval(this.heartbeatTimer)
+    this.wss.handleUpgrade = this.originalHandleUpgrade
+    const releases: Promise<void>[] = []
+    for (const [ws, connection] of this.connections) {
+      connection.guard.stop()
+      ws.close(CloseCodes.GOING_AWAY, CloseReasons.GOING_AWAY)
+      releases.push(connection.release())
+    }
+    this.connections.clear()
+    await Promise.all(releases)
+  }
+}
+
+/**
+ * One admitted socket: the identity and lease it is counted under (both change on `rekey`), its message guard and
+ * queue, the heartbeat's answer, and the release of its slot, exactly once whichever way it ends.
+ */
+class ProtectedConnection {
+  identity: string
+  lease: Lease
+  readonly guard: MessageGuard
+  /** Whether the peer answered the heartbeat's last ping. */
+  alive = true
+  private released = false
+
+  constructor(
+    private readonly server: ProtectedServer,
+    private readonly ws: WebSocket,
+    admission: Admission,
+    raw: Duplex,
+  ) {
+    const { resolved } = server
+    this.guard = new MessageGuard(ws, resolved)
+    this.guard.inflation = InflateGate.install(
       ws,
       raw,
-      guard,
-      serverOptions.maxPayload ?? resolved.maxMessageBytes,
+      this.guard,
+      server.maxPayload(),
       resolved.inflatedBytesPerSecond,
     )
-    const connection: Connection = {
-      identity: admission.identity,
-      lease: admission.lease,
-      guard,
-      queue: undefined,
-      alive: true,
-      released: false,
-    }
-    connections.set(ws, connection)
-    guardTraffic(ws, connection)
+    this.identity = admission.identity
+    this.lease = admission.lease
+  }
+
+  /** Interposes on the socket's `emit` (incoming) and `send` (outgoing). */
+  guardTraffic(): void {
+    this.guardIncoming()
+    this.guardOutgoing()
+  }
+
+  /** `forget` takes the socket out of the server's connections once it has closed. */
+  listen(forget: () => void): void {
+    const { ws } = this
     // ws reports a protocol error or an oversized message (now likelier: maxPayload may have been lowered) as an
     // 'error' on the socket and closes it (1002, 1007, 1008, 1009). Without a listener that 'error' would throw and
     // end the process; and the client gets the same short grace to finish closing as for our own closes.
     ws.on('error', () => terminateAfterGrace(ws))
     ws.on('pong', () => {
-      connection.alive = true
+      this.alive = true
     })
     // Every close path (close handshake, error, terminate(), 1006) ends in 'close': release exactly once there.
     ws.once('close', () => {
-      connection.guard.stop()
-      connections.delete(ws)
-      release(connection)
+      this.guard.stop()
+      forget()
+      void this.release()
     })
   }
 
-  /** Interposes on the socket's `emit` (incoming) and `send` (outgoing). */
-  function guardTraffic(ws: WebSocket, connection: Connection): void {
+  /**
+   * The socket's `emit`, guarded: the per-message path. What it reads is bound once per socket here, so a message
+   * brings no allocation of its own.
+   */
+  private guardIncoming(): void {
+    const { ws, guard } = this
+    const { resolved, wss, budget } = this.server
     const emit = ws.emit
-    const { guard } = connection
     const deliver = (args: unknown[]) => {
       if (ws.readyState === ws.OPEN && guard.admitMessage(args[0])) emit.call(ws, 'message', ...args)
     }
-    if (budget !== undefined) {
-      connection.queue = new MessageQueue(
-        budget,
-        () => connection.identity,
-        resolved.messageBurst,
-        deliver,
-        () => guard.drop(0),
-      )
-    }
+    // Messages waiting for the identity's shared budget, when `identityMessages` is on.
+    const queue =
+      budget === undefined
+        ? undefined
+        : new MessageQueue(
+            budget,
+            () => this.identity,
+            resolved.messageBurst,
+            deliver,
+            () => guard.drop(0),
+          )
     ws.emit = function guardedEmit(this: WebSocket, event: string | symbol, ...args: unknown[]): boolean {
       // Our own end of the receiver, for a socket the guard is closing: not the app's error.
       if (event === 'error' && args[0] instanceof ReadingStopped) return true
@@ -187,7 +303,7 @@ export function protectWebSocketServer(
           // A broken counting callback must not break the socket's handling.
         }
         if (withholdsProtocolErrors(ws, wss)) {
-          // What the 'error' listener of track() does; the app's listeners never see it.
+          // What the 'error' listener of listen() does; the app's listeners never see it.
           terminateAfterGrace(ws)
           return true
         }
@@ -200,99 +316,56 @@ export function protectWebSocketServer(
       }
       if (!guard.admitRate()) return false
       if (event === 'ping') return emit.call(this, event, ...args)
-      if (connection.queue !== undefined && !connection.queue.offer(args)) return false
+      if (queue !== undefined && !queue.offer(args)) return false
       if (!guard.admitMessage(args[0])) return false
       return emit.call(this, event, ...args)
     } as typeof ws.emit
+  }
+
+  private guardOutgoing(): void {
+    const { ws, guard } = this
+    const { resolved } = this.server
     const send = ws.send
     ws.send = function guardedSend(this: WebSocket, ...args: Parameters<WebSocket['send']>): void {
-      connection.guard.observeOutgoing(args[0])
+      guard.observeOutgoing(args[0])
       send.apply(this, args)
       if (ws.bufferedAmount > resolved.maxBufferedBytes) ws.terminate()
     } as typeof ws.send
   }
 
-  function release(connection: Connection): Promise<void> {
-    if (connection.released) return Promise.resolve()
-    connection.released = true
-    budget?.leave(connection.identity)
-    return connection.lease.release()
+  /** Heartbeat: a peer that did not answer the previous ping is gone; terminate it so its slot is released. */
+  heartbeat(): void {
+    if (!this.alive) {
+      this.ws.terminate()
+      return
+    }
+    this.alive = false
+    this.ws.ping()
   }
 
-  // One timer for all connections: renew leases well before they expire (a RedisStore batches the renewals).
-  const renewTimer = setInterval(
-    () => {
-      for (const [ws, connection] of connections) {
-        void connection.lease.renew().then((held) => {
-          if (!held && connections.has(ws)) ws.close(CloseCodes.TRY_AGAIN_LATER, CloseReasons.LEASE_LOST)
-        })
-      }
-    },
-    timerDelay(resolved.leaseMs / 3),
-  )
-  renewTimer.unref()
+  /** Counts the connection under `identity` on `lease` from now on, and gives back the slot it held. */
+  async moveTo(identity: string, lease: Lease): Promise<void> {
+    const previous = { identity: this.identity, lease: this.lease }
+    this.identity = identity
+    this.lease = lease
+    this.server.budget?.leave(previous.identity)
+    await previous.lease.release()
+  }
 
-  // Heartbeat: a peer that did not answer the previous ping is gone; terminate it so its slot is released.
-  const heartbeatTimer =
-    resolved.heartbeatMs > 0
-      ? setInterval(() => {
-          for (const [ws, connection] of connections) {
-            if (!connection.alive) {
-              ws.terminate()
-              continue
-            }
-            connection.alive = false
-            ws.ping()
-          }
-        }, resolved.heartbeatMs)
-      : undefined
-  heartbeatTimer?.unref()
+  /** Gives back the slot (and the shared budget's share) the connection holds now: once, whichever path comes first. */
+  release(): Promise<void> {
+    if (this.released) return Promise.resolve()
+    this.released = true
+    this.server.budget?.leave(this.identity)
+    return this.lease.release()
+  }
+}
 
-  return {
-    get openConnections() {
-      return connections.size
-    },
-    get pendingUpgrades() {
-      return upgrades.pending
-    },
-    identityOf: (ws) => connections.get(ws)?.identity,
-    async rekey(ws, identity) {
-      const connection = connections.get(ws)
-      if (connection === undefined) {
-        throw invalidArgument('rekey', 'socket', 'a socket admitted by this protection', 'another socket')
-      }
-      // Already counted under this identity: keep the slot it has.
-      if (identity === connection.identity) return connection.lease
-      const lease = await upgrades.connections.acquire(identity)
-      if (!lease.allowed) return lease
-      await budget?.join(identity)
-      if (!connections.has(ws)) {
-        // Closed meanwhile: the new slot must not outlive it.
-        budget?.leave(identity)
-        await lease.release()
-        return lease
-      }
-      const previous = { identity: connection.identity, lease: connection.lease }
-      connection.identity = identity
-      connection.lease = lease
-      budget?.leave(previous.identity)
-      await previous.lease.release()
-      return lease
-    },
-    async close() {
-      closed = true
-      clearInterval(renewTimer)
-      if (heartbeatTimer !== undefined) clearInterval(heartbeatTimer)
-      wss.handleUpgrade = originalHandleUpgrade
-      const releases: Promise<void>[] = []
-      for (const [ws, connection] of connections) {
-        connection.guard.stop()
-        ws.close(CloseCodes.GOING_AWAY, CloseReasons.GOING_AWAY)
-        releases.push(release(connection))
-      }
-      connections.clear()
-      await Promise.all(releases)
-    },
+/** ws checks the size from the frame header before reading the payload, and closes with 1009. */
+function lowerMaxPayload(wss: WebSocketServer, maxMessageBytes: number): void {
+  const serverOptions = wss.options as { maxPayload?: number }
+  if (serverOptions.maxPayload === undefined || serverOptions.maxPayload > maxMessageBytes) {
+    serverOptions.maxPayload = maxMessageBytes
   }
 }
 
