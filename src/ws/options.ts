@@ -167,7 +167,10 @@ const IDENTITY_MESSAGES_OPTIONS = optionNames<
   Exclude<ProtectWebSocketOptions['identityMessages'], false | undefined>
 >({ capacity: true, refillPerSecond: true, batch: true })
 
-/** Validates every option once, at startup, and freezes the result. */
+/**
+ * Validates every option once, at startup, and freezes the result. One function, one entry per option: read top to
+ * bottom it is the list of options with their checks and defaults.
+ */
 export function resolveWebSocketOptions(options: ProtectWebSocketOptions = {}): ResolvedWebSocketOptions {
   if (!isOptionsObject(options)) throw invalidOption(owner, 'options', 'an object', options)
   checkOptionKeys(owner, options, OPTIONS)

@@ -331,7 +331,8 @@ export class AdmissionEngine {
   /**
    * Prices, checks and charges one operation. Undefined: the operation is not this engine's to settle — refused
    * (`stop` has been called with the refusal), or left for the executor to reject (no such operation, invalid
-   * variables).
+   * variables). Its steps after pricing are the methods below; pricing and the checks that need no store stay
+   * inline, so that a synchronous admission makes no promise.
    */
   admit(
     args: OperationArgs,
