@@ -174,7 +174,8 @@ class WebSocketAdmission {
     if (refusal !== undefined) return withoutHttpErrors(refusal)
     const result = await this.own.execute(args)
     if (admission === undefined || isAsyncIterable(result)) return result
-    // A sensitive field run past its limit while the operation ran is a field error built for HTTP.
+    // Refusals over the WebSocket are made without `http` already (the plugin marks these contexts); dropping it
+    // here keeps an error built elsewhere for HTTP from carrying a status that would only reach the client as data.
     return withoutHttpErrors(this.engine.settle(admission, result as ExecutionResult))
   }
 
@@ -196,8 +197,7 @@ class WebSocketAdmission {
       throw error
     }
     const hooks = subscription.started(result)
-    // An event the budget cannot pay is refused with an error made for HTTP (the engine is told Apollo answers over
-    // HTTP), and a field limit refuses a run with one: their status and headers are dropped here.
+    // The same for an event's refusal and a field limit's: no status or headers over the WebSocket.
     return hooks === undefined
       ? result
       : chargedEvents(result as AsyncIterable<ExecutionResult>, hooks, withoutHttpErrors)

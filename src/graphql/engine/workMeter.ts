@@ -96,7 +96,8 @@ export class WorkMeter {
     this.paid += amount
     const decision = debitWork(this.admission.limiter, this.admission.identity, amount)
     if (decision instanceof Promise) {
-      // A debit that fails leaves the operation going: the store's fail policy has answered for it.
+      // A store that fails answers with its fail policy, not a rejection: a debit that rejects all the same (an
+      // unexpected error) leaves the operation going, as the error says nothing of the budget.
       return decision.then(
         (decided) => this.judge(decided),
         () => undefined,

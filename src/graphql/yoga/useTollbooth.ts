@@ -44,8 +44,8 @@ class YogaHooks {
   private readonly engine: AdmissionEngine
   /**
    * Each HTTP request's state is kept on Yoga's server context (per request; a batch's operations each get a
-   * context whose prototype is it) under a symbol of the plugin's own, not in a WeakMap keyed by the request:
-   * setting a WeakMap entry for a fresh key costs as much as the rest of admission (docs/benchmarks.md).
+   * context whose prototype is it) under a symbol of the plugin's own, not in a WeakMap keyed by the request: a
+   * WeakMap entry for a fresh key on every request is work of the hottest path for nothing.
    */
   private readonly requestStateKey = Symbol('tollbooth request state')
   /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
