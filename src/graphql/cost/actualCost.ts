@@ -18,6 +18,7 @@ import {
   collectFields,
   type FieldGroup,
   type FieldOccurrence,
+  MergedSelectionKeys,
   subSelectionsOf,
 } from './fieldCollection.js'
 import { FieldVisitBudget } from './fieldVisits.js'
@@ -127,8 +128,7 @@ export class ResponsePlan {
   private readonly root: ChildSelection | undefined
   private readonly compiledByKey = new Map<string, CompiledSelection>()
   /** Selection sets by a number of their own, to key compiled selections on (node identity, not text). */
-  private readonly setIds = new WeakMap<SelectionSetNode, number>()
-  private lastSetId = 0
+  private readonly selectionKeys = new MergedSelectionKeys()
 
   constructor(
     private readonly model: CostModel,
@@ -333,8 +333,7 @@ export class ResponsePlan {
   /** The compiled selection, shared by every field whose merged sub-selections and type are the same. */
   private selectionOf(child: ChildSelection): CompiledSelection {
     if (child.compiled !== undefined) return child.compiled
-    let key = child.type.name
-    for (const set of child.sets) key += `,${this.idOf(set)}`
+    const key = this.selectionKeys.keyOf(child.type, child.sets)
     let compiled = this.compiledByKey.get(key)
     if (compiled === undefined) {
       compiled = this.compile(child.sets, child.type, child === this.root)
@@ -342,15 +341,6 @@ export class ResponsePlan {
     }
     child.compiled = compiled
     return compiled
-  }
-
-  private idOf(set: SelectionSetNode): number {
-    let id = this.setIds.get(set)
-    if (id === undefined) {
-      id = ++this.lastSetId
-      this.setIds.set(set, id)
-    }
-    return id
   }
 
   private compile(

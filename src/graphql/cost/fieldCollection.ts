@@ -303,3 +303,27 @@ export function subSelectionsOf(group: FieldGroup): SelectionSetNode[] {
   }
   return sets
 }
+
+/**
+ * Keys for merged selections: a type and the selection sets merged under it, each set numbered once by identity,
+ * so that fields whose merged sub-selections are the same share whatever is worked out for them.
+ */
+export class MergedSelectionKeys {
+  private readonly ids = new WeakMap<SelectionSetNode, number>()
+  private last = 0
+
+  keyOf(type: { readonly name: string }, sets: readonly SelectionSetNode[]): string {
+    let key = type.name
+    for (const set of sets) key += `,${this.idOf(set)}`
+    return key
+  }
+
+  private idOf(set: SelectionSetNode): number {
+    let id = this.ids.get(set)
+    if (id === undefined) {
+      id = ++this.last
+      this.ids.set(set, id)
+    }
+    return id
+  }
+}

@@ -17,6 +17,7 @@ import {
   collectFields,
   type FieldGroup,
   type FieldOccurrence,
+  MergedSelectionKeys,
   subSelectionsOf,
 } from './fieldCollection.js'
 
@@ -71,8 +72,7 @@ interface PlannedField {
 /** One walk of introspection values: the selections collected once per type and merged sub-selections. */
 class IntrospectionWalk {
   private readonly planned = new Map<string, readonly PlannedField[]>()
-  private readonly setIds = new WeakMap<SelectionSetNode, number>()
-  private lastSetId = 0
+  private readonly selectionKeys = new MergedSelectionKeys()
   /** What graphql-js' introspection resolvers read from `info`. */
   private readonly info: GraphQLResolveInfo
 
@@ -125,8 +125,7 @@ class IntrospectionWalk {
 
   /** The object-valued fields `sets` select on `type`, merged as they execute (leaves cost nothing). */
   private plan(type: GraphQLObjectType, sets: readonly SelectionSetNode[]): readonly PlannedField[] {
-    let key = type.name
-    for (const set of sets) key += `,${this.idOf(set)}`
+    const key = this.selectionKeys.keyOf(type, sets)
     let fields = this.planned.get(key)
     if (fields !== undefined) return fields
     const planned: PlannedField[] = []
@@ -146,15 +145,6 @@ class IntrospectionWalk {
     fields = planned
     this.planned.set(key, fields)
     return fields
-  }
-
-  private idOf(set: SelectionSetNode): number {
-    let id = this.setIds.get(set)
-    if (id === undefined) {
-      id = ++this.lastSetId
-      this.setIds.set(set, id)
-    }
-    return id
   }
 }
 
