@@ -14,11 +14,11 @@ import {
 import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys } from '../../core/knownOptions.js'
 import { isOptionsObject } from '../../core/validate.js'
+import { isAsyncIterable } from '../asyncIterable.js'
 import type { AdmissionEngine } from '../engine/admissionEngine.js'
 import { chargedEvents } from '../engine/chargedEvents.js'
 import { callerRefusalResult } from '../engine/deliberateError.js'
 import { withoutHttp, withoutHttpErrors } from '../engine/operationResults.js'
-import { isAsyncIterable } from '../engine/subscriptionAdmission.js'
 import type { ParseFunction } from '../optionTypes.js'
 
 /**

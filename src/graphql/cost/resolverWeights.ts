@@ -10,6 +10,7 @@ import {
   isNonNullType,
   isObjectType,
 } from 'graphql'
+import { isAsyncIterable } from '../asyncIterable.js'
 import type { CostModel } from './costModel.js'
 import { type CostSettings, weightedInputCost } from './estimator.js'
 
@@ -129,10 +130,6 @@ function countValues(value: unknown): number {
   let count = 0
   for (const item of value) count += countValues(item)
   return count
-}
-
-function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
-  return typeof value === 'object' && value !== null && Symbol.asyncIterator in value
 }
 
 /**

@@ -8,6 +8,7 @@ import {
 } from '../../core/limiters/concurrencyLimit.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
 import { timerDelay } from '../../core/validate.js'
+import { isAsyncIterable } from '../asyncIterable.js'
 import type { GraphQLContext, MaybePromise } from '../optionTypes.js'
 import { limitDetails, limitMessage, type RefusalCode, RefusalCodes, refusal } from '../refusal.js'
 import type { AdmittedOperation, Stop } from './admittedOperation.js'
@@ -198,8 +199,4 @@ function keepLeaseAlive(lease: Lease | undefined, limiter: ConcurrencyLimiter | 
   const timer = setInterval(() => void lease.renew().catch(() => {}), timerDelay(limiter.leaseMs / 3))
   timer.unref()
   return () => clearInterval(timer)
-}
-
-export function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
-  return typeof value === 'object' && value !== null && Symbol.asyncIterator in value
 }

@@ -1,4 +1,5 @@
 import type { ExecutionArgs, ExecutionResult, GraphQLSchema } from 'graphql'
+import { isAsyncIterable } from '../asyncIterable.js'
 import { AdmissionEngine } from '../engine/admissionEngine.js'
 import type { AdmittedOperation } from '../engine/admittedOperation.js'
 import { chargedEvents } from '../engine/chargedEvents.js'
@@ -213,8 +214,4 @@ const SERVED_FROM_RESPONSE_CACHE = Symbol.for('servedFromResponseCache')
 
 function servedFromResponseCache(result: unknown): boolean {
   return (result as Record<symbol, unknown> | undefined)?.[SERVED_FROM_RESPONSE_CACHE] === true
-}
-
-function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
-  return typeof value === 'object' && value !== null && Symbol.asyncIterator in value
 }
