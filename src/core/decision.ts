@@ -10,6 +10,11 @@ export type DecisionSource =
   | 'fail-closed'
   /** The store failed or its breaker is open and `failPolicy` is `local`: an in-process limiter decided. */
   | 'local'
+  /**
+   * No limiter was asked: a guard refused by a check of its own (an upload over its size, a login request whose
+   * body nothing parsed). Such a decision only describes the refusal; it never spent anything.
+   */
+  | 'guard'
 
 /**
  * The answer to one `consume`, `peek`, `refund` or `acquire`. A denial is a result, not an exception.

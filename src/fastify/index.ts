@@ -7,7 +7,7 @@
 export type { LoginSuccess } from '../http/loginGuard.js'
 export type { RateLimitResult } from '../http/rateLimit.js'
 export type { Refusal } from '../http/refusal.js'
-export type { UploadCharge } from '../http/uploadGuard.js'
+export type { UploadCharge } from '../http/uploadAdmission.js'
 export type { FastifyIdentityOptions, FastifyOnLimited, RouteHook } from './fastifyRequest.js'
 export type { TollboothFastifyOptions, TollboothHook, TollboothRouteOptions } from './options.js'
 export {

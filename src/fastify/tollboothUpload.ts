@@ -5,7 +5,7 @@ import { checkOptionKeys, type OptionKeys, optionNames } from '../core/knownOpti
 import type { ConcurrencyLimiter } from '../core/limiters/concurrencyLimit.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import { isOptionsObject } from '../core/validate.js'
-import { type UploadCharge, uploadAdmission } from '../http/uploadGuard.js'
+import { type UploadCharge, uploadAdmission } from '../http/uploadAdmission.js'
 import {
   addReplyHeaders,
   answerRefusal,

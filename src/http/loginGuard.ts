@@ -13,6 +13,7 @@ import { normalizeAccount } from '../identity/normalizeAccount.js'
 import { proceedAfterDelay } from './heldLease.js'
 import { clientGone, type Middleware } from './middleware.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
+import { unreadBody } from './requestBody.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
 import { type TrustedDeviceOptions, type TrustedDevices, trustedDevices } from './trustedDevices.js'
 
@@ -250,7 +251,7 @@ class LoginLimits<Req extends IncomingMessage> {
     const { perIp, perIpAndAccount, perAccount, devices, identify, readAccount } = this
     const identity = await identify(req)
     const account = this.accountKey(await readAccount(req))
-    if (account === undefined && bodyUnparsed(req)) return this.refuseUnparsed(req)
+    if (account === undefined && unreadBody(req)) return this.refuseUnparsed(req)
 
     const device = await this.deviceKey(req, account)
     if (device !== undefined && devices !== undefined && account !== undefined) {
@@ -431,29 +432,6 @@ function unparsedBodyWarning(req: IncomingMessage, parserRan: boolean): string {
   )
 }
 
-/**
- * Whether `req` carries a body that nothing has read: a body parser after the guard (or none) would let the route see
- * an account the guard could not count.
- */
-function bodyUnparsed(req: IncomingMessage): boolean {
-  const read =
-    req.readableEnded || req.readableFlowing === true || (req as { body?: unknown }).body !== undefined
-  return hasBody(req) && !read
-}
-
-/**
- * Whether a body follows the head of `req`. HTTP/1.1 says so with transfer-encoding or content-length; HTTP/2 frames a
- * body without either, and its stream tells whether the HEADERS frame ended it (RFC 9113 §8.1).
- */
-function hasBody(req: IncomingMessage): boolean {
-  if (req.headers['transfer-encoding'] !== undefined) return true
-  const length = req.headers['content-length']
-  if (length !== undefined) return length !== '0'
-  if (req.httpVersionMajor !== 2) return false
-  const stream = (req as IncomingMessage & { stream?: { endAfterHeaders?: unknown } }).stream
-  return stream?.endAfterHeaders !== true
-}
-
 /** The answer to a login request whose body nothing has parsed: 400, nothing spent. */
 function unparsedBodyRefusal(limiter: RateLimiter): Refusal {
   const decision: Decision = Object.freeze({
@@ -464,7 +442,7 @@ function unparsedBodyRefusal(limiter: RateLimiter): Refusal {
     retryAfterMs: 0,
     delayMs: 0,
     neverAllowed: true,
-    source: 'store',
+    source: 'guard',
   })
   return Object.freeze({
     status: 400,

@@ -9,13 +9,13 @@ import {
 import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../../core/knownOptions.js'
 import { isOptionsObject, nonNegativeInteger, positiveInteger } from '../../core/validate.js'
-import { ResponsePlan } from './actualCost.js'
 import { type CostMap, CostModel, checkCostMapKeys } from './costModel.js'
 import { type DocumentPlan, planDocument } from './documentPlan.js'
 import { type CostSettings, type EstimateRun, estimateSelection } from './estimator.js'
 import type { CostExplanation, FieldExplanation } from './explain.js'
 import { checkExpandedSize, FieldVisitBudget } from './fieldVisits.js'
 import { IncrementalCount } from './incrementalCount.js'
+import { ResponsePlan } from './responsePlan.js'
 
 export { TooLargeToPriceError } from './fieldVisits.js'
 

@@ -1,4 +1,4 @@
-import type { ResponsePlan } from './actualCost.js'
+import type { ResponsePlan } from './responsePlan.js'
 
 type Path = readonly (string | number)[]
 

@@ -25,7 +25,7 @@ export type WorkReport = (context: unknown, info: GraphQLResolveInfo, points: nu
  * A field is refused: the work it would cost is more than the operation can pay. `counted` is what the response
  * will count for the null it leaves, work that never ran.
  */
-export type ListRefusal = (context: unknown, info: GraphQLResolveInfo, counted: number) => Error
+export type WorkRefusal = (context: unknown, info: GraphQLResolveInfo, counted: number) => Error
 
 /**
  * Wraps the resolvers of `schema` once, so that each reports the work it did as it runs, in the same model the
@@ -46,7 +46,7 @@ export function instrumentResolvers(
   model: CostModel,
   settings: CostSettings,
   report: WorkReport,
-  refuse: ListRefusal,
+  refuse: WorkRefusal,
   /** Marks a resolver this instrumentation made: a schema is instrumented once per mark. */
   mark: symbol,
 ): void {
@@ -142,7 +142,7 @@ function meteredItems(
   context: unknown,
   info: GraphQLResolveInfo,
   report: WorkReport,
-  refuse: ListRefusal,
+  refuse: WorkRefusal,
 ): AsyncIterableIterator<unknown> {
   const iterator = source[Symbol.asyncIterator]()
   return {

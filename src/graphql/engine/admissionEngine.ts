@@ -38,7 +38,13 @@ import { maxIntrospectionFieldsRule } from '../rules/maxIntrospectionFields.js'
 import { maxRootFieldsRule } from '../rules/maxRootFields.js'
 import { checkSourceBeforeParse, guardParse } from '../rules/parseGuard.js'
 import { firstStructuralError } from '../rules/structuralCheck.js'
-import type { AdmittedOperation, Charge, OperationArgs, PendingOperation, Stop } from './admittedOperation.js'
+import type {
+  AdmittedOperation,
+  DoorCharge,
+  OperationArgs,
+  PendingOperation,
+  Stop,
+} from './admittedOperation.js'
 import { contextIp } from './identity.js'
 import { settledParts } from './incrementalSettlement.js'
 import {
@@ -489,12 +495,12 @@ export class AdmissionEngine {
       if (this.refuse(pending, error, decision)) return undefined
     }
     const { priced, operation, wouldRefuse, context, state, schema } = pending
-    const charged = { priced, cost, limiter, identity, decision }
+    const toSettle = { priced, cost, limiter, identity, decision }
     // A subscription's events pay a budget of their own, event by event: its meter only counts.
-    const meter = new WorkMeter(charged, !config.dryRun, operation.operation !== 'subscription')
+    const meter = new WorkMeter(toSettle, !config.dryRun, operation.operation !== 'subscription')
     const metered = this.instrumented.has(schema)
     if (metered) this.metersIn(context).set(operation, meter)
-    return { ...charged, operation, wouldRefuse, context, state, schema, meter, metered }
+    return { ...toSettle, operation, wouldRefuse, context, state, schema, meter, metered }
   }
 
   /** The work meters of a context's operations, made on first need (Apollo's batches share one context). */
@@ -641,7 +647,7 @@ export class AdmissionEngine {
         const error = budgetRefusal(config, decision, limiter, cost, 'The operation', 'The budget is spent.')
         return refusedResult(config, error, cost, this.server.overHttp(context))
       }
-      const charge: Charge = { cost, decision, limiter, state, wouldRefuse: undefined }
+      const charge: DoorCharge = { cost, decision, limiter, state, wouldRefuse: undefined }
       this.noteHeaders(charge, 0)
       return withCostExtension(result, this.costExtension(charge, cost, 0))
     }
@@ -687,7 +693,7 @@ export class AdmissionEngine {
    * `balance` went back to it (negative: debited). In dry-run the operation ran: no Retry-After, whatever the
    * decision.
    */
-  private noteHeaders(admission: Charge, balance: number): void {
+  private noteHeaders(admission: DoorCharge, balance: number): void {
     const { decision, limiter, state } = admission
     if (state === undefined || !this.config.headers) return
     // A token bucket is full that much sooner or later.
@@ -712,7 +718,7 @@ export class AdmissionEngine {
   }
 
   /** `extensions.cost` of an operation that paid `paid`, `balance` having gone back to the budget. */
-  private costExtension(admission: Charge, paid: number, balance: number): CostExtension | undefined {
+  private costExtension(admission: DoorCharge, paid: number, balance: number): CostExtension | undefined {
     const { config } = this
     if (!config.costExtension) return undefined
     const { limiter } = admission
@@ -731,7 +737,7 @@ export class AdmissionEngine {
 }
 
 /** What the budget holds after admission and `balance` going back to it (never above its quota). */
-function available(admission: Charge, balance: number): number {
+function available(admission: DoorCharge, balance: number): number {
   return Math.min(admission.limiter.limit, admission.decision.remaining + balance)
 }
 

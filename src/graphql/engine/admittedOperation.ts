@@ -52,4 +52,4 @@ export interface AdmittedOperation extends Readonly<Omit<PendingOperation, 'stop
 }
 
 /** A charge made at the door, as headers and `extensions.cost` describe it. */
-export type Charge = Pick<AdmittedOperation, 'cost' | 'decision' | 'limiter' | 'state' | 'wouldRefuse'>
+export type DoorCharge = Pick<AdmittedOperation, 'cost' | 'decision' | 'limiter' | 'state' | 'wouldRefuse'>

@@ -152,11 +152,6 @@ export function fieldRefusal(
   )
 }
 
-/** Whether a decision really spent from the store (not a fail-policy answer): only then is there anything to give back. */
-export function charged(decision: Decision): boolean {
-  return decision.allowed && decision.source === 'store'
-}
-
 /** Retry-After in whole seconds, at least 1 (as `rateLimitHeaders` sends it). */
 export function retryAfterSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000))

@@ -104,7 +104,7 @@ function refuseNull(options: unknown, path = ''): void {
   }
 }
 
-/** The options with every default applied and every value checked, built once by `useTollbooth`. */
+/** The options with every default applied and every value checked, built once per plugin (Yoga's or Apollo's). */
 export interface ResolvedConfig {
   readonly limiter: (context: GraphQLContext) => RateLimiter | Promise<RateLimiter>
   readonly identify: (context: GraphQLContext) => string | Promise<string>

@@ -2,7 +2,6 @@ import type { ExecutionResult, GraphQLFormattedError } from 'graphql'
 import type { Decision } from '../../core/decision.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
 import type { PricedOperation } from '../cost/costAnalyzer.js'
-import { charged } from './operationResults.js'
 
 /**
  * Settlement: what an operation (or a subscription's event) pays once its work is done. The charge made at the door
@@ -11,7 +10,7 @@ import { charged } from './operationResults.js'
  */
 
 /** What settlement needs to know of an admitted operation. */
-export interface Charged {
+export interface OperationToSettle {
   /** The estimate (at least `minCost`), as charged at the door. */
   readonly cost: number
   /** Undefined when the operation was too large to price (dry-run lets it run). */
@@ -36,7 +35,7 @@ export interface MeteredWork {
  * in which an error hid work that ran (see `hidesWork`) pays at least its whole estimate.
  */
 export function actualCost(
-  operation: Pick<Charged, 'cost' | 'priced'>,
+  operation: Pick<OperationToSettle, 'cost' | 'priced'>,
   result: ExecutionResult,
   /** The errors as execution raised them, where the result's are already formatted (Apollo). */
   errors: ExecutionResult['errors'],
@@ -81,8 +80,15 @@ export function hidesWork(data: unknown, errors: readonly ErrorWithPath[] | unde
  * Whether admission spent the operation's cost from the store, so that settlement has something to move: not for a
  * fail-policy answer. A free operation was only peeked at: the store answered, so what it cost above 0 is billed.
  */
-export function spentFromStore(operation: Pick<Charged, 'cost' | 'decision'>): boolean {
-  return charged(operation.decision) || (operation.cost === 0 && operation.decision.source === 'store')
+export function spentFromStore(operation: Pick<OperationToSettle, 'cost' | 'decision'>): boolean {
+  return (
+    spentByDecision(operation.decision) || (operation.cost === 0 && operation.decision.source === 'store')
+  )
+}
+
+/** Whether a decision really spent from the store (not a fail-policy answer): only then is there anything to give back. */
+export function spentByDecision(decision: Decision): boolean {
+  return decision.allowed && decision.source === 'store'
 }
 
 /** What an operation paid in the end, and what went back to its budget (negative for a debit). */
@@ -97,7 +103,7 @@ export interface Settled {
  * unless the debt would pass that bound; nothing moves when admission spent nothing from the store (a fail-open
  * decision).
  */
-export function settleCharge(operation: Charged, actual: number): Settled {
+export function settleCharge(operation: OperationToSettle, actual: number): Settled {
   const { cost, decision, limiter, identity } = operation
   if (!spentFromStore(operation) || actual === cost) return { paid: actual, balance: 0 }
   if (actual < cost) {

@@ -15,14 +15,13 @@ import type { AdmittedOperation, Stop } from './admittedOperation.js'
 import type { ChargedEvent, SubscriptionHooks } from './chargedEvents.js'
 import {
   budgetRefusal,
-  charged,
   operationEvent,
   refusedResult,
   retryAfterSeconds,
   withoutHttp,
 } from './operationResults.js'
 import type { ResolvedConfig } from './resolveOptions.js'
-import { actualCost, debitWork, spendNow } from './settlement.js'
+import { actualCost, debitWork, spendNow, spentByDecision } from './settlement.js'
 
 export type { SubscriptionHooks } from './chargedEvents.js'
 
@@ -81,7 +80,7 @@ export class SubscriptionAdmission {
       if (!lease.allowed && !config.dryRun) {
         // Refused for the cap, a denial as the budget's are: what admission charged goes back.
         const { cost, decision, limiter, identity } = admission
-        if (cost > 0 && charged(decision)) {
+        if (cost > 0 && spentByDecision(decision)) {
           await limiter.refund(identity, cost).catch(() => {})
         }
         report(RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED)

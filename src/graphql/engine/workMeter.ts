@@ -1,5 +1,5 @@
 import type { Decision } from '../../core/decision.js'
-import { type Charged, debitWork, spentFromStore } from './settlement.js'
+import { debitWork, type OperationToSettle, spentFromStore } from './settlement.js'
 
 /**
  * The work an admitted operation's resolvers have done so far, as they report it (cost/resolverWeights.ts), and
@@ -38,7 +38,7 @@ export class WorkMeter {
 
   constructor(
     /** The operation, as admission charged it. */
-    readonly admission: Charged & { readonly context?: unknown },
+    readonly admission: OperationToSettle & { readonly context?: unknown },
     /** Whether an exhausted operation's lists are refused (not in dry-run). */
     private readonly enforce: boolean,
     /** False for a subscription: its events pay a budget of their own, event by event. */

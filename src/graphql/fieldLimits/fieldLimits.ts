@@ -91,24 +91,6 @@ export class FieldLimits {
     this.configured = configured
   }
 
-  /**
-   * Spends one unit per limited field of the operation; resolves the first denial, or undefined when all passed.
-   * Returns undefined at once (no promise) when the operation selects no limited field: the common case.
-   * `selected` then `spend`, in one call; the plugin calls the two itself, to make no thunks per operation.
-   */
-  check(
-    schema: GraphQLSchema,
-    document: DocumentNode,
-    operation: OperationDefinitionNode,
-    variables: () => Readonly<Record<string, unknown>>,
-    ip: () => string,
-    context: object = {},
-  ): Promise<FieldLimitDenial | undefined> | undefined {
-    const occurrences = this.selected(schema, document, operation)
-    if (occurrences.length === 0) return undefined
-    return this.spend(occurrences, variables(), ip(), context)
-  }
-
   /** Spends one unit per occurrence (from `selected`); resolves the first denial, or undefined when all passed. */
   async spend(
     occurrences: readonly Occurrence[],

@@ -1,7 +1,6 @@
-import { type DocumentNode, GraphQLError, Lexer, type ParseOptions, parse, Source, TokenKind } from 'graphql'
+import { GraphQLError, Lexer, parse, Source, TokenKind } from 'graphql'
+import type { ParseFunction } from '../optionTypes.js'
 import { limitRefusal, RefusalCodes, refusal } from '../refusal.js'
-
-type ParseFn = (source: string | Source, options?: ParseOptions) => DocumentNode
 
 export interface ParseLimits {
   readonly maxTokens: number | undefined
@@ -17,7 +16,7 @@ export interface ParseLimits {
  * - `maxTokens`: graphql-js stops parsing there, before the AST is built.
  * Each refusal is a GraphQLError with a stable code; a stack overflow that still happens becomes a refusal too.
  */
-export function guardParse(parseFn: ParseFn | undefined, limits: ParseLimits): ParseFn {
+export function guardParse(parseFn: ParseFunction | undefined, limits: ParseLimits): ParseFunction {
   const inner = parseFn ?? parse
   return (source, options) => {
     const text = typeof source === 'string' ? source : source.body

@@ -11,6 +11,7 @@ import express from 'express'
 import { afterEach, describe, expect, it } from 'vitest'
 import { ErrorCodes } from '../../../src/core/errors.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
+import type { Refusal } from '../../../src/http/refusal.js'
 import { type UploadGuardOptions, uploadGuard } from '../../../src/http/uploadGuard.js'
 import type { ServerKind } from '../../helpers/guardedServers.js'
 import { chunk, lastChunk, RawHttpClient, requestHead } from '../../helpers/rawHttp.js'
@@ -114,6 +115,39 @@ describe('uploadGuard with an async onCharged that fails', () => {
       }
       while (calls < 2) await new Promise((resolve) => setImmediate(resolve))
       expect(calls).toBe(2)
+    } finally {
+      server.closeAllConnections()
+      server.close()
+    }
+  })
+})
+
+describe('uploadGuard refusing a declared length over maxBytes', () => {
+  it('hands onLimited a decision of its own (source "guard", never allowed) and spends nothing', async () => {
+    const bytes = byteBudget()
+    const refusals: Refusal[] = []
+    const guard = uploadGuard({
+      maxBytes: MAX_BYTES,
+      bytes,
+      onLimited: (_req, res, refusal) => {
+        refusals.push(refusal)
+        res.writeHead(refusal.status).end()
+      },
+    })
+    const server = http.createServer((req, res) => guard(req, res, () => res.writeHead(201).end()))
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    try {
+      const { port } = server.address() as AddressInfo
+      const response = await fetch(`http://127.0.0.1:${port}/`, {
+        method: 'POST',
+        body: 'x'.repeat(MAX_BYTES + 1),
+      })
+      expect(response.status).toBe(413)
+      expect(
+        refusals.map(({ status, decision }) => [status, decision.source, decision.neverAllowed]),
+      ).toEqual([[413, 'guard', true]])
+      expect((await bytes.peek('127.0.0.1')).remaining).toBe(MAX_BYTES)
     } finally {
       server.closeAllConnections()
       server.close()

@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { buildSchema, type OperationDefinitionNode, parse } from 'graphql'
 import { describe, expect, it } from 'vitest'
-import { ResponsePlan } from '../../../../src/graphql/cost/actualCost.js'
 import { CostAnalyzer } from '../../../../src/graphql/cost/costAnalyzer.js'
+import { ResponsePlan } from '../../../../src/graphql/cost/responsePlan.js'
 
 /**
  * Counting a response for the refund must take work in proportion to the response, not to the number of possible

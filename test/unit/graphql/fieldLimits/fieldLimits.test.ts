@@ -29,18 +29,13 @@ describe('FieldLimits', () => {
     // One DocumentNode for both schemas, as Yoga's parse cache (keyed by the query text) hands out.
     const document = parse('mutation { login(email: "a@example.com") }')
     const operation = document.definitions[0] as OperationDefinitionNode
+    // What the engine does per operation: the limited fields it selects, then one unit spent for each.
     const check = (schema: ReturnType<typeof schemaWith>) =>
-      limits.check(
-        schema,
-        document,
-        operation,
-        () => ({}),
-        () => '192.0.2.1',
-      )
+      limits.spend(limits.selected(schema, document, operation), {}, '192.0.2.1', {})
 
     expect(await check(limited)).toBeUndefined()
     expect((await check(limited))?.coordinate).toBe('Mutation.login')
-    // There login has no @rateLimit: nothing of this operation is checked.
-    expect(check(unlimited)).toBeUndefined()
+    // There login has no @rateLimit: nothing of this operation is selected.
+    expect(limits.selected(unlimited, document, operation)).toEqual([])
   })
 })
