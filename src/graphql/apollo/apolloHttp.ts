@@ -1,4 +1,4 @@
-import { HeaderMap, type HTTPGraphQLHead } from '@apollo/server'
+import { type GraphQLResponse, HeaderMap, type HTTPGraphQLHead } from '@apollo/server'
 import { type ExecutionResult, GraphQLError, type GraphQLFormattedError } from 'graphql'
 import { RefusalCodes } from '../refusal.js'
 
@@ -36,6 +36,14 @@ export function apolloRefusal(
     errors.push({ ...error.toJSON(), extensions })
   }
   return result.extensions === undefined ? { errors } : { errors, extensions: { ...result.extensions } }
+}
+
+/** Answers `response` with the refusal `result`: its errors as `apolloRefusal` formats them, their status and headers. */
+export function answerRefusal(response: GraphQLResponse, result: ExecutionResult): void {
+  const head: HTTPGraphQLHead = { headers: new HeaderMap() }
+  response.body = { kind: 'single', singleResult: apolloRefusal(result, head) }
+  response.http.status = head.status
+  for (const [name, value] of head.headers) response.http.headers.set(name, value)
 }
 
 const refusalCodes: ReadonlySet<unknown> = new Set(Object.values(RefusalCodes))

@@ -13,9 +13,8 @@ import { isDeliberateGraphQLError } from '../engine/deliberateError.js'
 import type { RequestState } from '../engine/requestState.js'
 import type { GraphQLContext } from '../optionTypes.js'
 import { RefusalCodes } from '../refusal.js'
-import { apolloError, apolloRefusal, fitRefusalForApollo } from './apolloHttp.js'
+import { answerRefusal, apolloError, apolloRefusal, fitRefusalForApollo } from './apolloHttp.js'
 import {
-  answerWith,
   isRefusedDocumentStandIn,
   REFUSED_DOCUMENT_STAND_IN,
   REFUSED_TEXT_STAND_IN,
@@ -218,7 +217,9 @@ export class OperationLifecycle<TContext extends BaseContext> {
     errors: readonly GraphQLError[] | undefined,
   ): Promise<void> {
     if (this.sourceRefusal !== undefined) {
-      if (!this.refusalThrown) answerWith(response, this.sourceRefusal)
+      // The document failed to parse or validate before the refusal could be thrown: the refusal is the answer, not
+      // Apollo's error about the text it was swapped for or that the guard refused.
+      if (!this.refusalThrown) answerRefusal(response, { errors: [this.sourceRefusal] })
       return
     }
     const { engine } = this.plugin
@@ -248,10 +249,7 @@ export class OperationLifecycle<TContext extends BaseContext> {
       response.body.singleResult = served as typeof response.body.singleResult
       return
     }
-    const head: HTTPGraphQLHead = { headers: new HeaderMap() }
-    response.body.singleResult = apolloRefusal(served, head)
-    response.http.status = head.status
-    for (const [name, value] of head.headers) response.http.headers.set(name, value)
+    answerRefusal(response, served)
   }
 
   private writeRateLimitFields(response: GraphQLResponse): void {

@@ -1,6 +1,4 @@
-import { type GraphQLResponse, HeaderMap, type HTTPGraphQLHead } from '@apollo/server'
-import { type DocumentNode, type GraphQLError, Kind, parse } from 'graphql'
-import { apolloRefusal } from './apolloHttp.js'
+import { type DocumentNode, Kind, parse } from 'graphql'
 
 /**
  * Apollo does not let a plugin replace its parser or skip its validation: text and documents tollbooth refuses are
@@ -47,15 +45,4 @@ export function isRefusedDocumentStandIn(document: DocumentNode, source: string)
 /** Replaces the document Apollo is about to validate (its request context's field is read-only in its types). */
 export function setDocument(requestContext: { document?: DocumentNode }, document: DocumentNode): void {
   ;(requestContext as { document: DocumentNode }).document = document
-}
-
-/**
- * Answers a parse-time refusal for a document that failed to parse or validate before the refusal could be thrown:
- * the refusal, not Apollo's error about the text it was swapped for or that the guard refused.
- */
-export function answerWith(response: GraphQLResponse, refusal: GraphQLError): void {
-  const head: HTTPGraphQLHead = { headers: new HeaderMap() }
-  response.body = { kind: 'single', singleResult: apolloRefusal({ errors: [refusal] }, head) }
-  response.http.status = head.status
-  for (const [name, value] of head.headers) response.http.headers.set(name, value)
 }

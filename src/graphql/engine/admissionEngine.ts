@@ -503,7 +503,11 @@ export class AdmissionEngine {
     return { ...toSettle, operation, wouldRefuse, context, state, schema, meter, metered }
   }
 
-  /** The work meters of a context's operations, made on first need (Apollo's batches share one context). */
+  /**
+   * The work meters of a context's operations, made on first need. Yoga and Apollo give each operation of a batch a
+   * context of its own, but one object can still serve several operations: graphql-ws' `context` given as an object,
+   * or a caller of Envelop's `execute` passing the same `contextValue` twice.
+   */
   private metersIn(context: GraphQLContext): Map<OperationDefinitionNode, WorkMeter> {
     const holder = context as Record<symbol, Map<OperationDefinitionNode, WorkMeter> | undefined>
     let meters = holder[this.metersKey]

@@ -12,6 +12,7 @@ import {
   tollboothRateLimit,
 } from '../../../src/fastify/index.js'
 import { CountingStore } from '../../helpers/countingStore.js'
+import { fastifyStartupError } from '../../helpers/fastifyStartup.js'
 import { startRequest } from '../../helpers/httpServer.js'
 
 const identify = (request: FastifyRequest) => String(request.headers['x-user'] ?? 'anonymous')
@@ -171,21 +172,14 @@ describe('tollboothConcurrency beside tollboothRateLimit', () => {
 describe('tollboothConcurrency options, checked at startup', () => {
   const limiter = concurrencyLimit({ name: 'options', max: 1, leaseMs: 1000 })
 
-  async function startupError(options: unknown, routeConfig?: unknown) {
-    const app = Fastify({ logger: false })
-    apps.push(app)
-    const start = async () => {
-      await app.register(tollboothConcurrency, options as TollboothConcurrencyOptions)
-      app.get('/', { config: { tollboothConcurrency: routeConfig as false } }, async () => ({}))
-      await app.ready()
-    }
-    const error = await start().then(
-      () => undefined,
-      (rejection: unknown) => rejection,
+  /** Registers the plugin with `options` (and `routeConfig` on its route) and returns what `ready()` rejects with. */
+  const startupError = (options: unknown, routeConfig?: unknown) =>
+    fastifyStartupError(
+      tollboothConcurrency,
+      options,
+      { method: 'GET', url: '/', configKey: 'tollboothConcurrency' },
+      routeConfig,
     )
-    expect(error).toBeInstanceOf(Error)
-    return { code: (error as { code: string }).code, message: (error as Error).message }
-  }
 
   it.each([
     [{ limitr: limiter }, 'tollboothConcurrency: unknown option "limitr" (did you mean "limiter"?)'],

@@ -14,6 +14,7 @@ import type { RateLimiter } from '../../../src/core/rateLimiter.js'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
 import type { Store } from '../../../src/core/stores/store.js'
 import { type TollboothFastifyOptions, tollboothRateLimit } from '../../../src/fastify/index.js'
+import { fastifyStartupError } from '../../helpers/fastifyStartup.js'
 import { createStore, type StoreFixture, storeKinds } from '../../helpers/stores.js'
 
 const apps: FastifyInstance[] = []
@@ -276,24 +277,14 @@ describe('tollboothRateLimit callbacks and answers', () => {
 })
 
 describe('tollboothRateLimit options, checked at startup', () => {
-  /** Registers the plugin with `options` (and `route` config on `GET /`) and returns what `ready()` rejects with. */
-  async function startupError(
-    options: unknown,
-    routeConfig?: unknown,
-  ): Promise<{ code: string; message: string }> {
-    const app = fastify()
-    const start = async () => {
-      await app.register(tollboothRateLimit, options as TollboothFastifyOptions)
-      app.get('/', { config: { tollbooth: routeConfig as false } }, async () => ({}))
-      await app.ready()
-    }
-    const error = await start().then(
-      () => undefined,
-      (rejection: unknown) => rejection,
+  /** Registers the plugin with `options` (and `routeConfig` on its route) and returns what `ready()` rejects with. */
+  const startupError = (options: unknown, routeConfig?: unknown) =>
+    fastifyStartupError(
+      tollboothRateLimit,
+      options,
+      { method: 'GET', url: '/', configKey: 'tollbooth' },
+      routeConfig,
     )
-    expect(error).toBeInstanceOf(Error)
-    return { code: (error as { code: string }).code, message: (error as Error).message }
-  }
 
   const limiter = slowBucket(5)
 

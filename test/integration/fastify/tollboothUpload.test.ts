@@ -6,7 +6,8 @@
 import Fastify, { type FastifyRequest } from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import { ErrorCodes } from '../../../src/core/errors.js'
-import { type TollboothUploadOptions, tollboothUpload } from '../../../src/fastify/index.js'
+import { tollboothUpload } from '../../../src/fastify/index.js'
+import { fastifyStartupError } from '../../helpers/fastifyStartup.js'
 import { byteBudget, MAX_BYTES } from '../../helpers/uploadApp.js'
 
 const cleanups: (() => unknown)[] = []
@@ -42,21 +43,14 @@ describe('tollboothUpload route config and options', () => {
     expect((await upload('/upload', 2000))[0]).toBe(413)
   })
 
-  async function startupError(options: unknown, routeConfig?: unknown) {
-    const app = Fastify({ logger: false })
-    cleanups.push(() => app.close())
-    const start = async () => {
-      await app.register(tollboothUpload, options as TollboothUploadOptions)
-      app.post('/upload', { config: { tollboothUpload: routeConfig as false } }, async () => ({}))
-      await app.ready()
-    }
-    const error = await start().then(
-      () => undefined,
-      (rejection: unknown) => rejection,
+  /** Registers the plugin with `options` (and `routeConfig` on its route) and returns what `ready()` rejects with. */
+  const startupError = (options: unknown, routeConfig?: unknown) =>
+    fastifyStartupError(
+      tollboothUpload,
+      options,
+      { method: 'POST', url: '/upload', configKey: 'tollboothUpload' },
+      routeConfig,
     )
-    expect(error).toBeInstanceOf(Error)
-    return { code: (error as { code: string }).code, message: (error as Error).message }
-  }
 
   it.each([
     [{ maxBytes: 10, maxbytes: 10 }, 'tollboothUpload: unknown option "maxbytes" (did you mean "maxBytes"?)'],
