@@ -23,6 +23,7 @@ import {
 import type { CostExplanation, FieldExplanation } from '../graphql/cost/explain.js'
 import { checkTollboothOptionKeys } from '../graphql/engine/resolveOptions.js'
 import { costDirectivesTypeDefs } from '../graphql/index.js'
+import { GRAPHQL_OPTIONS_OWNER } from '../graphql/optionsOwner.js'
 import type { TollboothGraphQLOptions } from '../graphql/optionTypes.js'
 import { type CommandLine, type CommandSpec, parseCommandLine } from './args.js'
 import { EXIT_CODES_HELP, EXIT_OK, InputError, reportFailure } from './errors.js'
@@ -108,7 +109,7 @@ async function price(values: CostFlags, queryFile: string): Promise<string> {
       throw error
     }
     // What the plugin charges: never less than minCost.
-    const minCost = nonNegativeInteger('useTollbooth', 'minCost', options.minCost ?? 1)
+    const minCost = nonNegativeInteger(GRAPHQL_OPTIONS_OWNER, 'minCost', options.minCost ?? 1)
     const charged = Math.max(explanation.total, minCost)
     return values.json
       ? `${JSON.stringify({ ...explanation, charged }, null, 2)}\n`

@@ -9,6 +9,7 @@ import { TollboothError } from '../../core/errors.js'
 import { AdmissionEngine } from '../engine/admissionEngine.js'
 import { hasNodeRequest } from '../engine/identity.js'
 import { newRequestState } from '../engine/requestState.js'
+import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
 import type { GraphQLContext, TollboothGraphQLOptions } from '../optionTypes.js'
 import { type GraphqlWsServerOptions, graphqlWsOptions } from './graphqlWs.js'
 import { type ApolloRequest, OperationLifecycle, type PluginState } from './operationLifecycle.js'
@@ -109,13 +110,13 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
   }
 }
 
-/** Option errors name this plugin, not `useTollbooth`, whose checks they come from. */
+/** Option errors name this plugin, not `useTollbooth` (`GRAPHQL_OPTIONS_OWNER`), whose checks they come from. */
 function renamedErrors<T>(build: () => T): T {
   try {
     return build()
   } catch (error) {
-    if (error instanceof TollboothError && error.message.startsWith('useTollbooth')) {
-      error.message = `tollboothApolloPlugin${error.message.slice('useTollbooth'.length)}`
+    if (error instanceof TollboothError && error.message.startsWith(GRAPHQL_OPTIONS_OWNER)) {
+      error.message = `tollboothApolloPlugin${error.message.slice(GRAPHQL_OPTIONS_OWNER.length)}`
     }
     throw error
   }

@@ -9,6 +9,7 @@ import {
 import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../../core/knownOptions.js'
 import { isOptionsObject, nonNegativeInteger, positiveInteger } from '../../core/validate.js'
+import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
 import { type CostMap, CostModel, checkCostMapKeys } from './costModel.js'
 import { type DocumentPlan, planDocument } from './documentPlan.js'
 import { type CostSettings, type EstimateRun, estimateSelection } from './estimator.js'
@@ -79,7 +80,7 @@ export interface PricedOperation {
   incremental(): IncrementalCount
 }
 
-const OWNER = 'useTollbooth'
+const OWNER = GRAPHQL_OPTIONS_OWNER
 /** Cost cache entries per document: one per distinct value of the variables the cost depends on. */
 const MAX_COSTS_PER_DOCUMENT = 64
 /** Variable values longer than this (as JSON) are not cached on: the key would cost more than the estimate. */

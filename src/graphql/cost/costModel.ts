@@ -20,6 +20,7 @@ import {
 import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
 import { checkOptionKeys, closestName, optionNames } from '../../core/knownOptions.js'
 import { isOptionsObject } from '../../core/validate.js'
+import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
 
 /** `@listSize` as options or field extensions (same names as the directive's arguments). */
 export interface ListSizeConfig {
@@ -80,7 +81,7 @@ export interface WeightedInput {
   readonly children: readonly WeightedInput[]
 }
 
-const OWNER = 'useTollbooth'
+const OWNER = GRAPHQL_OPTIONS_OWNER
 const NO_WEIGHTED_INPUTS: readonly WeightedInput[] = Object.freeze([])
 
 /**

@@ -9,6 +9,7 @@ import { type ClientIpResolver, createClientIpResolver } from '../../identity/cl
 import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../../identity/ipKey.js'
 import { costAnalysisOptionKeys } from '../cost/costAnalyzer.js'
 import { checkCostMapKeys } from '../cost/costModel.js'
+import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
 import type {
   FieldLimitConfig,
   GraphQLContext,
@@ -19,7 +20,7 @@ import type {
 } from '../optionTypes.js'
 import { ipIdentity } from './identity.js'
 
-const OWNER = 'useTollbooth'
+const OWNER = GRAPHQL_OPTIONS_OWNER
 
 const OPTIONS = optionNames<TollboothGraphQLOptions>({
   ...costAnalysisOptionKeys,

@@ -26,11 +26,12 @@ import { isOptionsObject, oneOf, positiveInteger } from '../../core/validate.js'
 import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../../identity/ipKey.js'
 import { normalizeAccount } from '../../identity/normalizeAccount.js'
 import { fragmentsOf, readPath } from '../documentParts.js'
+import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
 import type { FieldLimitConfig } from '../optionTypes.js'
 import type { FieldLimitExecutions } from './fieldLimitExecutions.js'
 import type { FieldLimitDenial, LimitedField, Occurrence } from './limitedField.js'
 
-const OWNER = 'useTollbooth'
+const OWNER = GRAPHQL_OPTIONS_OWNER
 
 export interface FieldLimitsOptions {
   readonly configs: Readonly<Record<string, FieldLimitConfig>>
