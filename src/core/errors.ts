@@ -51,5 +51,13 @@ export function invalidArgument(
 function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value)
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'object') {
+    // A limiter of the wrong kind (a leakyBucket where a tokenBucket goes) is told by its algorithm and name.
+    const { algorithm, name } = value as { algorithm?: unknown; name?: unknown }
+    if (typeof algorithm === 'string' && typeof name === 'string') return `a ${algorithm} limiter ("${name}")`
+    const kind = (value as object).constructor?.name
+    return kind !== undefined && kind !== 'Object' ? `a ${kind}` : 'an object'
+  }
   return typeof value
 }

@@ -52,6 +52,9 @@ export function closestName(name: string, candidates: readonly string[]): string
   const lower = name.toLowerCase()
   const sameButCase = candidates.find((candidate) => candidate.toLowerCase() === lower)
   if (sameButCase !== undefined) return sameButCase
+  // A name cut short (`rate` for `ratePerSecond`) is nearer its whole than any name a few edits away.
+  const completions = lower.length >= 3 ? candidates.filter((c) => c.toLowerCase().startsWith(lower)) : []
+  if (completions.length === 1) return completions[0]
   const threshold = Math.max(2, Math.floor(name.length / 3))
   let best: string | undefined
   let bestDistance = Number.POSITIVE_INFINITY

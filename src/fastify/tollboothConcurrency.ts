@@ -2,7 +2,8 @@ import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../core/knownOptions.js'
-import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
+import { isConcurrencyLimiter } from '../core/limiterKinds.js'
+import type { ConcurrencyLimiter, Lease } from '../core/limiters/concurrencyLimit.js'
 import { type RateLimitPolicy, rateLimitHeaders } from '../core/rateLimitHeaders.js'
 import { isOptionsObject } from '../core/validate.js'
 import { leaseForResponse } from '../http/heldLease.js'
@@ -63,7 +64,7 @@ const OPTIONS = optionNames<TollboothConcurrencyOptions>({
 function concurrencyHook(options: TollboothConcurrencyOptions, path?: string): RouteHook {
   const { limiter, onLimited } = options
   const name = (option: string) => (path === undefined ? option : `${path}.${option}`)
-  if (!(limiter instanceof ConcurrencyLimiter)) {
+  if (!isConcurrencyLimiter(limiter)) {
     throw invalidOption(OWNER, name('limiter'), 'a concurrency limiter (concurrencyLimit)', limiter)
   }
   if (onLimited !== undefined && typeof onLimited !== 'function') {

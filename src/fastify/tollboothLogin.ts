@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
-import { proceedAfterDelay } from '../http/heldLease.js'
 import { type LoginCheck, type LoginGuardOptions, type LoginSuccess, loginGuard } from '../http/loginGuard.js'
+import { proceedAfterDelay } from '../http/proceedAfterDelay.js'
 import type { TrustedDeviceOptions } from '../http/trustedDevices.js'
 import {
   addReplyHeaders,

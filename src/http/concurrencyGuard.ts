@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
-import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
+import { isConcurrencyLimiter } from '../core/limiterKinds.js'
+import type { ConcurrencyLimiter, Lease } from '../core/limiters/concurrencyLimit.js'
 import type { RateLimitPolicy } from '../core/rateLimitHeaders.js'
 import { isOptionsObject, orDefault } from '../core/validate.js'
 import { leaseForResponse } from './heldLease.js'
@@ -46,7 +47,7 @@ export function concurrencyGuard<Req extends IncomingMessage = IncomingMessage>(
   if (!isOptionsObject(options)) throw invalidOption(owner, 'options', 'an object', options)
   checkOptionKeys(owner, options, OPTIONS)
   const { limiter } = options
-  if (!(limiter instanceof ConcurrencyLimiter)) {
+  if (!isConcurrencyLimiter(limiter)) {
     throw invalidOption(owner, 'limiter', 'a concurrency limiter (concurrencyLimit)', limiter)
   }
   const onLimited = orDefault(options.onLimited, defaultOnLimited)

@@ -1,6 +1,5 @@
 import type { ServerResponse } from 'node:http'
 import type { ConcurrencyLimiter, Lease } from '../core/limiters/concurrencyLimit.js'
-import { sleep } from '../core/sleep.js'
 import { timerDelay } from '../core/validate.js'
 import { validIdentity } from './rateLimit.js'
 
@@ -71,25 +70,4 @@ export async function leaseForResponse(
   } finally {
     res.off('close', onEarlyClose)
   }
-}
-
-/**
- * Waits `delayMs` before a request goes on (`proceed`), unless its client hangs up meanwhile: then the request never
- * goes on. The timer is kept alive: a request waits on it (under fastify.inject no socket holds the process).
- */
-export function proceedAfterDelay(res: ServerResponse, delayMs: number, proceed: () => void): void {
-  if (delayMs <= 0) {
-    proceed()
-    return
-  }
-  const hangUp = new AbortController()
-  const onClose = () => hangUp.abort()
-  res.once('close', onClose)
-  sleep(delayMs, hangUp.signal, { keepAlive: true }).then(
-    () => {
-      res.off('close', onClose)
-      proceed()
-    },
-    () => {},
-  )
 }

@@ -1,8 +1,8 @@
 import { invalidArgument, invalidOption } from '../core/errors.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
-import { ConcurrencyLimiter } from '../core/limiters/concurrencyLimit.js'
-import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
-import { RateLimiter } from '../core/rateLimiter.js'
+import { isConcurrencyLimiter, isLeakyBucket, isRateLimiter } from '../core/limiterKinds.js'
+import type { ConcurrencyLimiter } from '../core/limiters/concurrencyLimit.js'
+import type { RateLimiter } from '../core/rateLimiter.js'
 import { mergeRateLimitHeaders, type RateLimitPolicy, rateLimitHeaders } from '../core/rateLimitHeaders.js'
 import { isOptionsObject } from '../core/validate.js'
 import { renewWhileHeld } from './heldLease.js'
@@ -63,13 +63,13 @@ export function jobAdmission(options: JobAdmissionOptions): JobAdmission {
   if (!isOptionsObject(options)) throw invalidOption(OWNER, 'options', 'an object', options)
   checkOptionKeys(OWNER, options, OPTIONS)
   const { jobs, pendingBytes } = options
-  if (!(jobs instanceof ConcurrencyLimiter)) {
+  if (!isConcurrencyLimiter(jobs)) {
     throw invalidOption(OWNER, 'jobs', 'a concurrency limiter (concurrencyLimit)', jobs)
   }
   if (
     pendingBytes !== undefined &&
-    (!(pendingBytes instanceof RateLimiter) ||
-      pendingBytes instanceof LeakyBucketLimiter ||
+    (!isRateLimiter(pendingBytes) ||
+      isLeakyBucket(pendingBytes) ||
       // A window gives its whole limit back at its end, pending or not: only a bucket bounds what is pending.
       pendingBytes.algorithm !== 'tokenBucket')
   ) {

@@ -4,14 +4,15 @@ import { invalidArgument, invalidOption } from '../core/errors.js'
 import { isStoreFailure } from '../core/failPolicy.js'
 import { hashKey } from '../core/hashKey.js'
 import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
-import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
+import { isLeakyBucket, isRateLimiter } from '../core/limiterKinds.js'
+import type { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
 import { PROBLEM_JSON_CONTENT_TYPE } from '../core/problemJson.js'
-import { RateLimiter } from '../core/rateLimiter.js'
+import type { RateLimiter } from '../core/rateLimiter.js'
 import { mergeRateLimitHeaders, rateLimitHeaders } from '../core/rateLimitHeaders.js'
 import { isOptionsObject, MAX_KEY_LENGTH, orDefault } from '../core/validate.js'
 import { normalizeAccount } from '../identity/normalizeAccount.js'
-import { proceedAfterDelay } from './heldLease.js'
 import { clientGone, type Middleware } from './middleware.js'
+import { proceedAfterDelay } from './proceedAfterDelay.js'
 import { addRateLimitHeaders, type Refusal, refusal, sendRefusal } from './refusal.js'
 import { unreadBody } from './requestBody.js'
 import { type IdentityOptions, requestIdentity } from './requestIdentity.js'
@@ -206,7 +207,7 @@ class LoginLimits<Req extends IncomingMessage> {
     this.perIp = refusingLimiter('perIp', options.perIp)
     this.perIpAndAccount = refusingLimiter('perIpAndAccount', options.perIpAndAccount)
     const perAccount = options.perAccount
-    if (!(perAccount instanceof LeakyBucketLimiter)) {
+    if (!isLeakyBucket(perAccount)) {
       throw invalidOption(
         OWNER,
         'perAccount',
@@ -459,7 +460,7 @@ function unparsedBodyRefusal(limiter: RateLimiter): Refusal {
 }
 
 function refusingLimiter(option: string, limiter: unknown): RateLimiter {
-  if (!(limiter instanceof RateLimiter) || limiter instanceof LeakyBucketLimiter) {
+  if (!isRateLimiter(limiter) || isLeakyBucket(limiter)) {
     throw invalidOption(
       OWNER,
       option,

@@ -2,8 +2,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../core/decision.js'
 import { ErrorCodes, invalidArgument, invalidOption, TollboothError } from '../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../core/knownOptions.js'
-import { ConcurrencyLimiter } from '../core/limiters/concurrencyLimit.js'
-import { RateLimiter } from '../core/rateLimiter.js'
+import { isConcurrencyLimiter, isRateLimiter } from '../core/limiterKinds.js'
+import type { RateLimiter } from '../core/rateLimiter.js'
 import { rateLimitHeaders } from '../core/rateLimitHeaders.js'
 import { sleep } from '../core/sleep.js'
 import { isOptionsObject, MAX_KEY_LENGTH, orDefault } from '../core/validate.js'
@@ -178,7 +178,7 @@ function createDecider<Req extends IncomingMessage>(
 ): (req: Req) => RateLimitResult | Promise<RateLimitResult> {
   const { limiter, skip } = options
   const { cost, constantCost } = costOption(owner, options.cost)
-  if (limiter instanceof ConcurrencyLimiter) {
+  if (isConcurrencyLimiter(limiter)) {
     throw invalidOption(
       owner,
       'limiter',
@@ -186,7 +186,7 @@ function createDecider<Req extends IncomingMessage>(
       limiter,
     )
   }
-  if (!(limiter instanceof RateLimiter) && typeof limiter !== 'function') {
+  if (!isRateLimiter(limiter) && typeof limiter !== 'function') {
     throw invalidOption(
       owner,
       'limiter',
@@ -196,12 +196,12 @@ function createDecider<Req extends IncomingMessage>(
   }
   if (skip !== undefined && typeof skip !== 'function') throw invalidOption(owner, 'skip', 'a function', skip)
   const identify = requestIdentity(owner, options)
-  const fixed = limiter instanceof RateLimiter ? limiter : undefined
-  const choose = limiter instanceof RateLimiter ? undefined : limiter
+  const fixed = isRateLimiter(limiter) ? limiter : undefined
+  const choose = isRateLimiter(limiter) ? undefined : limiter
 
   const limiterOf = async (req: Req): Promise<RateLimiter> => {
     const chosen = await (choose as (req: Req) => RateLimiter | Promise<RateLimiter>)(req)
-    if (!(chosen instanceof RateLimiter)) {
+    if (!isRateLimiter(chosen)) {
       throw invalidOption(owner, 'limiter', 'a function returning a rate limiter', chosen)
     }
     return chosen

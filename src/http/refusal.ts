@@ -38,7 +38,10 @@ export function refusal(
   }
 }
 
-/** Sets the RateLimit fields (and `Retry-After` on a denial) of `decision` under `policy`, unless already sent. */
+/**
+ * Sets the RateLimit fields (and `Retry-After` on a denial) of `decision` under `policy`, unless already sent. Set
+ * again, the policy's items are replaced; another guard's items stay (see `addRateLimitHeaders`).
+ */
 export function setRateLimitHeaders(res: ServerResponse, decision: Decision, policy: RateLimitPolicy): void {
   addRateLimitHeaders(res, rateLimitHeaders(decision, policy))
 }
@@ -46,7 +49,8 @@ export function setRateLimitHeaders(res: ServerResponse, decision: Decision, pol
 /**
  * Adds `headers` to a response that an earlier guard may already have given its own: `RateLimit` and
  * `RateLimit-Policy` are Structured Field lists, so a second guard's items join the first's (a request spends from
- * both budgets, and the client should see both); `Retry-After` keeps the longer wait; any other header is set.
+ * both budgets, and the client should see both), and an item of a policy already listed replaces it (one item per
+ * policy name); `Retry-After` keeps the longer wait; any other header is set.
  */
 export function addRateLimitHeaders(res: ServerResponse, headers: Readonly<Record<string, string>>): void {
   if (res.headersSent) return
@@ -59,8 +63,36 @@ export function addRateLimitHeaders(res: ServerResponse, headers: Readonly<Recor
         : undefined
     if (typeof existing !== 'string' || existing === '') res.setHeader(name, value)
     else if (lower === 'retry-after') res.setHeader(name, String(Math.max(Number(existing), Number(value))))
-    else res.setHeader(name, `${existing}, ${value}`)
+    else res.setHeader(name, joinedItems(existing, value))
   }
+}
+
+/** The list items of `existing` and then of `added`, one per policy name: an added item replaces its namesake in place. */
+function joinedItems(existing: string, added: string): string {
+  const items = new Map<string, string>()
+  for (const item of [...listItems(existing), ...listItems(added)]) {
+    // Map.set keeps a replaced item where it was.
+    items.set(item.slice(0, item.search(/;|$/)), item)
+  }
+  return [...items.values()].join(', ')
+}
+
+/** The items of a Structured Field list as tollbooth writes them (`"name";k=v, …`), split outside quoted names. */
+function listItems(list: string): string[] {
+  const items: string[] = []
+  let start = 0
+  let quoted = false
+  for (let i = 0; i < list.length; i++) {
+    const c = list[i]
+    if (c === '\\' && quoted) i++
+    else if (c === '"') quoted = !quoted
+    else if (c === ',' && !quoted) {
+      items.push(list.slice(start, i).trim())
+      start = i + 1
+    }
+  }
+  items.push(list.slice(start).trim())
+  return items.filter((item) => item !== '')
 }
 
 /** Writes `answer` to a Node response; a response already started is only ended. */

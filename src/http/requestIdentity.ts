@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import { invalidOption } from '../core/errors.js'
-import { type ClientIpRequest, createClientIpResolver, type TrustProxy } from '../identity/clientIp.js'
+import { type ClientIpRequest, clientIpResolver, type TrustProxy } from '../identity/clientIp.js'
 import { createIpKeyer, resolveIpKeyOptions } from '../identity/ipKey.js'
 
 /** How a guard names the identity a request's budget belongs to. */
@@ -33,7 +33,8 @@ export function requestIdentity<Req extends IncomingMessage>(
   }
   const { ipv6Prefix, ipv4Prefix } = resolveIpKeyOptions(options, owner)
   const keyOf = createIpKeyer({ ipv6Prefix, ipv4Prefix })
-  const resolveIp = createClientIpResolver(
+  const resolveIp = clientIpResolver(
+    owner,
     options.trustProxy === undefined ? {} : { trustProxy: options.trustProxy },
   )
   return (req) => keyOf(resolveIp(req as ClientIpRequest))

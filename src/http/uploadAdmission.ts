@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../core/decision.js'
 import { invalidOption } from '../core/errors.js'
-import { ConcurrencyLimiter, type Lease } from '../core/limiters/concurrencyLimit.js'
-import { LeakyBucketLimiter } from '../core/limiters/leakyBucket.js'
-import { RateLimiter } from '../core/rateLimiter.js'
+import { isConcurrencyLimiter, isLeakyBucket, isRateLimiter } from '../core/limiterKinds.js'
+import type { ConcurrencyLimiter, Lease } from '../core/limiters/concurrencyLimit.js'
+import type { RateLimiter } from '../core/rateLimiter.js'
 import { mergeRateLimitHeaders, type RateLimitPolicy, rateLimitHeaders } from '../core/rateLimitHeaders.js'
 import { positiveInteger } from '../core/validate.js'
 import { holdForResponse } from './heldLease.js'
@@ -114,14 +114,14 @@ class UploadDoor {
   ) {
     const maxBytes = positiveInteger(owner, 'maxBytes', limits.maxBytes)
     const { bytes, concurrent } = limits
-    if (bytes !== undefined && (!(bytes instanceof RateLimiter) || bytes instanceof LeakyBucketLimiter)) {
+    if (bytes !== undefined && (!isRateLimiter(bytes) || isLeakyBucket(bytes))) {
       throw invalidOption(owner, 'bytes', 'a tokenBucket, slidingWindow or fixedWindow counting bytes', bytes)
     }
     // An upload the budget can never be charged for would be refused (or undercharged) whatever the budget holds.
     if (bytes !== undefined && maxBytes > bytes.maxCost) {
       throw invalidOption(owner, 'maxBytes', `at most the capacity of "bytes" (${bytes.maxCost})`, maxBytes)
     }
-    if (concurrent !== undefined && !(concurrent instanceof ConcurrencyLimiter)) {
+    if (concurrent !== undefined && !isConcurrencyLimiter(concurrent)) {
       throw invalidOption(owner, 'concurrent', 'a concurrency limiter (concurrencyLimit)', concurrent)
     }
     this.maxBytes = maxBytes

@@ -56,11 +56,16 @@ type TrustFn = (addr: string, hopIndex: number) => boolean
  * not an IP address: every such request then shares one identity, so do not let a misconfigured proxy produce them.
  */
 export function createClientIpResolver(options?: ClientIpOptions): ClientIpResolver {
+  return clientIpResolver(OWNER, options)
+}
+
+/** `createClientIpResolver` for a guard taking `trustProxy` among its own options: errors name `owner`. */
+export function clientIpResolver(owner: string, options?: ClientIpOptions): ClientIpResolver {
   if (options != null && typeof options !== 'object') {
-    throw invalidOption(OWNER, 'options', 'an object', options)
+    throw invalidOption(owner, 'options', 'an object', options)
   }
-  checkOptionKeys(OWNER, options, OPTIONS)
-  const trust = compileTrust(options?.trustProxy)
+  checkOptionKeys(owner, options, OPTIONS)
+  const trust = compileTrust(owner, options?.trustProxy)
   if (trust === null) {
     return (req) => {
       const socketAddr = req.socket?.remoteAddress
@@ -105,12 +110,12 @@ export function clientIp(req: ClientIpRequest, options?: ClientIpOptions): strin
 /** Most proxies a hop count may trust: real chains are a few (a CDN, a load balancer, an ingress). */
 export const MAX_PROXY_HOPS = 32
 
-function compileTrust(value: unknown): TrustFn | null {
+function compileTrust(owner: string, value: unknown): TrustFn | null {
   if (value === undefined || value === false) return null
   if (value === true) {
     throw new TollboothError(
       ErrorCodes.INVALID_OPTION,
-      `${OWNER}: "trustProxy" must not be true: trusting every hop lets any client choose its own IP by sending ` +
+      `${owner}: "trustProxy" must not be true: trusting every hop lets any client choose its own IP by sending ` +
         `X-Forwarded-For. List your proxies instead (e.g. trustProxy: ['loopback', '10.0.0.0/8']) or give the ` +
         `number of proxies in front of the server (e.g. trustProxy: 1)`,
     )
@@ -118,7 +123,7 @@ function compileTrust(value: unknown): TrustFn | null {
   if (typeof value === 'number') {
     // A count past any real chain of proxies trusts every hop, as `true` would: the client writes its own address.
     if (!Number.isSafeInteger(value) || value < 0 || value > MAX_PROXY_HOPS) {
-      throw invalidOption(OWNER, 'trustProxy', `a number of hops from 0 to ${MAX_PROXY_HOPS}`, value)
+      throw invalidOption(owner, 'trustProxy', `a number of hops from 0 to ${MAX_PROXY_HOPS}`, value)
     }
     if (value === 0) return null
     return (_addr, hopIndex) => hopIndex < value
@@ -129,7 +134,7 @@ function compileTrust(value: unknown): TrustFn | null {
     if (list.length === 0) return null
     for (const entry of list) {
       if (typeof entry !== 'string' || entry.length === 0) {
-        throw invalidOption(OWNER, 'trustProxy', 'a list of proxy addresses or CIDRs', entry)
+        throw invalidOption(owner, 'trustProxy', 'a list of proxy addresses or CIDRs', entry)
       }
     }
     try {
@@ -137,7 +142,7 @@ function compileTrust(value: unknown): TrustFn | null {
     } catch (cause) {
       throw new TollboothError(
         ErrorCodes.INVALID_OPTION,
-        `${OWNER}: "trustProxy" must list IP addresses, CIDRs, 'loopback', 'linklocal' or 'uniquelocal': ${
+        `${owner}: "trustProxy" must list IP addresses, CIDRs, 'loopback', 'linklocal' or 'uniquelocal': ${
           (cause as Error).message
         }`,
         { cause },
@@ -145,7 +150,7 @@ function compileTrust(value: unknown): TrustFn | null {
     }
   }
   throw invalidOption(
-    OWNER,
+    owner,
     'trustProxy',
     'false, a number of hops, an address/CIDR or list of them, or a function',
     value,

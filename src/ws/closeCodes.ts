@@ -20,6 +20,5 @@ export const CloseReasons = {
   GOING_AWAY: 'server shutting down',
   RATE_LIMITED: 'rate limited',
   ABUSE: 'message rate abuse',
-  IDLE: 'no pong',
   LEASE_LOST: 'connection lease lost',
 } as const

@@ -108,7 +108,9 @@ export class MessageGuard implements ReadingState {
       this.pauseReading(retryAfterMs)
       return
     }
-    // The rate seen in this window, judged over at least 100 ms so that a short burst is not taken for abuse.
+    // The rate seen in this window, judged over at least 100 ms: a few messages close together are not a rate. A
+    // burst large enough to be closed (messageBurst + dropsBeforeClose at once) is judged by it all the same: at that
+    // moment it cannot be told from the start of a flood.
     const seconds = Math.max(now - this.windowStart, 100_000) / 1_000_000
     const abusive = this.received / seconds >= this.options.abuseFactor * this.options.messagesPerSecond
     // Read no more: what the client still sends (a flood, or inflations of one) costs nothing from here.

@@ -187,7 +187,7 @@ class ProtectedServer {
     }
     // Already counted under this identity: keep the slot it has.
     if (identity === connection.identity) return connection.lease
-    const lease = await this.upgrades.connections.acquire(identity)
+    const lease = await this.upgrades.connectionLeases.acquire(identity)
     if (!lease.allowed) return lease
     await this.budget?.join(identity)
     if (!this.connections.has(ws)) {

@@ -5,7 +5,7 @@ import { type ConcurrencyLimiter, concurrencyLimit, type Lease } from '../core/l
 import { tokenBucket } from '../core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import { rateLimitHeaders } from '../core/rateLimitHeaders.js'
-import { createClientIpResolver } from '../identity/clientIp.js'
+import { clientIpResolver } from '../identity/clientIp.js'
 import { createIpKeyer } from '../identity/ipKey.js'
 import type { ResolvedWebSocketOptions } from './options.js'
 import type { SharedBudget } from './sharedBudget.js'
@@ -24,7 +24,7 @@ export interface Admission {
 export class UpgradeGuard {
   /** Upgrades being decided now; they count against `maxConnections` like open connections. */
   pending = 0
-  readonly connections: ConcurrencyLimiter
+  readonly connectionLeases: ConcurrencyLimiter
   private readonly handshakes: RateLimiter | undefined
   private readonly clientIp: (req: IncomingMessage) => string
   /** The client's network as handshakes and the default identity count it (IPv6 by `ipv6Prefix`). */
@@ -35,9 +35,9 @@ export class UpgradeGuard {
     private readonly budget: SharedBudget | undefined,
   ) {
     const { store, failPolicy, name, hooks } = options
-    this.clientIp = createClientIpResolver({ trustProxy: options.trustProxy })
+    this.clientIp = clientIpResolver('protectWebSocketServer', { trustProxy: options.trustProxy })
     this.ipKey = createIpKeyer({ ipv6Prefix: options.ipv6Prefix, ipv4Prefix: options.ipv4Prefix })
-    this.connections = concurrencyLimit({
+    this.connectionLeases = concurrencyLimit({
       name: `${name}-connections`,
       max: options.maxConnectionsPerIdentity,
       leaseMs: options.leaseMs,
@@ -85,8 +85,8 @@ export class UpgradeGuard {
         return undefined
       }
       if (socket.destroyed) return undefined
-      const lease = await this.connections.acquire(identity)
-      if (!lease.allowed) return refuseDecision(socket, lease, connectionPolicy(this.connections))
+      const lease = await this.connectionLeases.acquire(identity)
+      if (!lease.allowed) return refuseDecision(socket, lease, connectionPolicy(this.connectionLeases))
       await this.budget?.join(identity)
       if (socket.destroyed) {
         // The client left while we were deciding: no reservation may outlive it.

@@ -9,7 +9,8 @@ import {
 } from '../failPolicy.js'
 import { emit, type LimiterHooks, limiterHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
-import { RateLimiter } from '../rateLimiter.js'
+import { isRateLimiter } from '../limiterKinds.js'
+import type { RateLimiter } from '../rateLimiter.js'
 import { MemoryStore } from '../stores/memoryStore.js'
 import type { Reply, Store } from '../stores/store.js'
 import { oneOf, positiveInteger, validAmount, validKey } from '../validate.js'
@@ -63,11 +64,7 @@ export class CombinedLimiter {
 
   constructor(limiters: readonly RateLimiter[], options: AllOfOptions = {}) {
     const owner = 'allOf'
-    if (
-      !Array.isArray(limiters) ||
-      limiters.length === 0 ||
-      !limiters.every((l) => l instanceof RateLimiter)
-    ) {
+    if (!Array.isArray(limiters) || limiters.length === 0 || !limiters.every((l) => isRateLimiter(l))) {
       throw invalidOption(
         owner,
         'limiters',

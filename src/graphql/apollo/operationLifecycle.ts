@@ -122,7 +122,7 @@ export class OperationLifecycle<TContext extends BaseContext> {
   /** Notes a refusal of the text or the shape of the operation, and spends `minCost` from the caller's budget. */
   private refuseSource(error: GraphQLError): void {
     this.sourceRefusal = error
-    this.plugin.engine.chargeRefusal(error, this.requestContext.contextValue)
+    this.plugin.engine.spendMinCostOnRefusal(error, this.requestContext.contextValue)
   }
 
   private parsingDidStart(source: string): (parseError?: Error) => Promise<void> {
@@ -138,7 +138,7 @@ export class OperationLifecycle<TContext extends BaseContext> {
     const { document, contextValue } = this.requestContext
     // Text that does not parse spends minCost, as a refusal does.
     if (parseError !== undefined && this.sourceRefusal === undefined)
-      engine.chargeRefusal(parseError, contextValue)
+      engine.spendMinCostOnRefusal(parseError, contextValue)
     if (parseError !== undefined || document === undefined) return
     // The structural rules before Apollo's validation, which costs far more on a hostile document.
     if (this.sourceRefusal === undefined) {
@@ -159,7 +159,7 @@ export class OperationLifecycle<TContext extends BaseContext> {
   /** A document graphql-js' validation refuses spends minCost, as a refusal does (a stand-in never fails). */
   private validated(errors: readonly Error[] | undefined): void {
     const [first] = errors ?? []
-    if (first !== undefined) this.plugin.engine.chargeRefusal(first, this.requestContext.contextValue)
+    if (first !== undefined) this.plugin.engine.spendMinCostOnRefusal(first, this.requestContext.contextValue)
   }
 
   private didResolveOperation(document: DocumentNode, source: string): void {

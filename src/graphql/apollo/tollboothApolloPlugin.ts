@@ -7,7 +7,7 @@ import type {
 import type { GraphQLSchema } from 'graphql'
 import { TollboothError } from '../../core/errors.js'
 import { AdmissionEngine } from '../engine/admissionEngine.js'
-import { hasNodeRequest } from '../engine/identity.js'
+import { hasNodeRequest } from '../engine/contextIdentity.js'
 import { newRequestState } from '../engine/requestState.js'
 import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
 import type { GraphQLContext, TollboothGraphQLOptions } from '../optionTypes.js'

@@ -45,7 +45,8 @@ import type {
   PendingOperation,
   Stop,
 } from './admittedOperation.js'
-import { contextIp } from './identity.js'
+import { decide } from './budgetDecision.js'
+import { contextIp } from './contextIdentity.js'
 import { settledParts } from './incrementalSettlement.js'
 import {
   budgetRefusal,
@@ -73,13 +74,6 @@ export interface ServerAdapter {
 }
 
 const EXHAUSTED = 'The budget cannot pay for more of this operation; the rest of it did not run.'
-
-/** The budget decision: synchronous on a memory store, a `consume` (or a `peek` for a free operation) otherwise. */
-function decide(limiter: RateLimiter, identity: string, cost: number): MaybePromise<Decision> {
-  const now = typeof limiter.decideNow === 'function' ? limiter.decideNow(identity, cost) : undefined
-  if (now !== undefined) return now
-  return cost > 0 ? limiter.consume(identity, cost) : limiter.peek(identity)
-}
 
 /**
  * Everything tollbooth does for a GraphQL operation, independent of the server that runs it: the parse-time guards,
@@ -294,7 +288,7 @@ export class AdmissionEngine {
    * nothing: none of its operations was read. Nor does a refusal over graphql-ws: there each operation is a
    * message, which the socket's own limits count (`tollbooth/ws`).
    */
-  chargeRefusal(refused: Error, context: unknown): void {
+  spendMinCostOnRefusal(refused: Error, context: unknown): void {
     const { config } = this
     if (config.minCost === 0 || typeof context !== 'object' || context === null) return
     if ((refused as GraphQLError).extensions?.code === RefusalCodes.BATCH_TOO_LARGE) return
@@ -352,7 +346,7 @@ export class AdmissionEngine {
     // Asked before validation by every adapter; here again for a document whose validation was skipped.
     const structural = this.structuralRefusal(args.document)
     if (structural !== undefined) {
-      this.chargeRefusal(structural, context)
+      this.spendMinCostOnRefusal(structural, context)
       stop(refusedResult(config, structural, 0, this.server.overHttp(context)))
       return undefined
     }
@@ -528,7 +522,7 @@ export class AdmissionEngine {
     }
     // A refusal of the operation itself (its cost), not a budget's denial: it spends minCost, as a guard's does.
     if (code !== RefusalCodes.RATE_LIMITED && code !== RefusalCodes.SUBSCRIPTION_LIMIT_EXCEEDED) {
-      this.chargeRefusal(error, pending.context)
+      this.spendMinCostOnRefusal(error, pending.context)
     }
     const field = error.extensions.field as string | undefined
     config.onOperation?.(

@@ -2,10 +2,11 @@ import { invalidOption } from '../../core/errors.js'
 import { limiterHooksOption } from '../../core/hooks.js'
 import { checkOptionKeys, optionNames } from '../../core/knownOptions.js'
 import { storeOption } from '../../core/limiterBase.js'
+import { isRateLimiter } from '../../core/limiterKinds.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
 import type { Store } from '../../core/stores/store.js'
 import { isOptionsObject, nonNegativeInteger, oneOf, positiveInteger, timerMs } from '../../core/validate.js'
-import { type ClientIpResolver, createClientIpResolver } from '../../identity/clientIp.js'
+import { type ClientIpResolver, clientIpResolver } from '../../identity/clientIp.js'
 import { createIpKeyer, type IpKeyOptions, resolveIpKeyOptions } from '../../identity/ipKey.js'
 import { costAnalysisOptionKeys } from '../cost/costAnalyzer.js'
 import { checkCostMapKeys } from '../cost/costModel.js'
@@ -18,7 +19,7 @@ import type {
   SubscriptionOptions,
   TollboothGraphQLOptions,
 } from '../optionTypes.js'
-import { ipIdentity } from './identity.js'
+import { ipIdentity } from './contextIdentity.js'
 
 const OWNER = GRAPHQL_OPTIONS_OWNER
 
@@ -169,7 +170,7 @@ export function resolveConfig(options: TollboothGraphQLOptions): ResolvedConfig 
   if (!isOptionsObject(subscriptions)) {
     throw invalidOption(OWNER, 'subscriptions', 'an object', subscriptions)
   }
-  const resolveIp = createClientIpResolver({ trustProxy: options.trustProxy ?? false })
+  const resolveIp = clientIpResolver(OWNER, { trustProxy: options.trustProxy ?? false })
   const ipKeyOptions = Object.freeze(resolveIpKeyOptions(options, OWNER))
   const maxCost = positiveInteger(OWNER, 'maxCost', options.maxCost ?? 5000)
   const minCost = nonNegativeInteger(OWNER, 'minCost', options.minCost ?? 1)
@@ -245,18 +246,6 @@ function limiterOption(
     option,
     'a tokenBucket (or another RateLimiter), or a function returning one',
     limiter,
-  )
-}
-
-/** Duck-typed so two copies of tollbooth in one tree still work together. */
-function isRateLimiter(value: unknown): value is RateLimiter {
-  const candidate = value as Partial<RateLimiter> | null
-  return (
-    typeof candidate === 'object' &&
-    candidate !== null &&
-    typeof candidate.consume === 'function' &&
-    typeof candidate.refund === 'function' &&
-    typeof candidate.policy === 'object'
   )
 }
 

@@ -80,7 +80,7 @@ export function hidesWork(data: unknown, errors: readonly ErrorWithPath[] | unde
  * Whether admission spent the operation's cost from the store, so that settlement has something to move: not for a
  * fail-policy answer. A free operation was only peeked at: the store answered, so what it cost above 0 is billed.
  */
-export function spentFromStore(operation: Pick<OperationToSettle, 'cost' | 'decision'>): boolean {
+export function hasChargeToSettle(operation: Pick<OperationToSettle, 'cost' | 'decision'>): boolean {
   return (
     spentByDecision(operation.decision) || (operation.cost === 0 && operation.decision.source === 'store')
   )
@@ -105,7 +105,7 @@ export interface Settled {
  */
 export function settleCharge(operation: OperationToSettle, actual: number): Settled {
   const { cost, decision, limiter, identity } = operation
-  if (!spentFromStore(operation) || actual === cost) return { paid: actual, balance: 0 }
+  if (!hasChargeToSettle(operation) || actual === cost) return { paid: actual, balance: 0 }
   if (actual < cost) {
     const refund = cost - actual
     // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.
@@ -129,13 +129,4 @@ export function debitWork(
   amount: number,
 ): Decision | Promise<Decision> {
   return limiter.debitNow?.(identity, amount) ?? limiter.debit(identity, amount)
-}
-
-/** Spends `amount` if the budget holds it (a denial spends nothing): synchronously on a memory store. */
-export function spendNow(
-  limiter: RateLimiter,
-  identity: string,
-  amount: number,
-): Decision | Promise<Decision> {
-  return limiter.decideNow?.(identity, amount) ?? limiter.consume(identity, amount)
 }

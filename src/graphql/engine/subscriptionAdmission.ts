@@ -12,6 +12,7 @@ import { isAsyncIterable } from '../asyncIterable.js'
 import type { GraphQLContext, MaybePromise } from '../optionTypes.js'
 import { limitDetails, limitMessage, type RefusalCode, RefusalCodes, refusal } from '../refusal.js'
 import type { AdmittedOperation, Stop } from './admittedOperation.js'
+import { decide } from './budgetDecision.js'
 import type { ChargedEvent, SubscriptionHooks } from './chargedEvents.js'
 import {
   budgetRefusal,
@@ -21,7 +22,7 @@ import {
   withoutHttp,
 } from './operationResults.js'
 import type { ResolvedConfig } from './resolveOptions.js'
-import { actualCost, debitWork, spendNow, spentByDecision } from './settlement.js'
+import { actualCost, debitWork, spentByDecision } from './settlement.js'
 
 export type { SubscriptionHooks } from './chargedEvents.js'
 
@@ -185,7 +186,7 @@ function eventCharger(
     )
     if (cost === 0) return { result: event, last: false }
     // Paid if the budget holds it; an event it cannot pay is debited (its work is done) and is the last.
-    const paid = spendNow(limiter, admission.identity, cost)
+    const paid = decide(limiter, admission.identity, cost)
     return paid instanceof Promise
       ? paid.then((decided) => judge(event, cost, decided))
       : judge(event, cost, paid)

@@ -1,5 +1,5 @@
 import type { Decision } from '../../core/decision.js'
-import { debitWork, type OperationToSettle, spentFromStore } from './settlement.js'
+import { debitWork, hasChargeToSettle, type OperationToSettle } from './settlement.js'
 
 /**
  * The work an admitted operation's resolvers have done so far, as they report it (cost/resolverWeights.ts), and
@@ -45,7 +45,7 @@ export class WorkMeter {
     billsOperation = true,
   ) {
     this.paid = admission.cost
-    this.bills = billsOperation && spentFromStore(admission)
+    this.bills = billsOperation && hasChargeToSettle(admission)
     this.slack = Math.ceil(admission.limiter.limit / 20)
     const { remaining } = admission.decision
     this.ceiling = this.bills
@@ -58,7 +58,7 @@ export class WorkMeter {
     this.eventCeiling = 2 * limiter.limit
   }
 
-  /** Whether lists are refused now. */
+  /** Whether weighted fields are refused now (the operation can pay for no more work). */
   get stopped(): boolean {
     return this.exhausted && this.enforce
   }

@@ -57,12 +57,12 @@ class YogaHooks {
   }
   /** The same hook for every request: a document refused at parse time (a guard, a rule, its syntax) spends minCost. */
   private readonly chargeParseRefusal = ({ result, context }: { result: unknown; context: unknown }) => {
-    if (result instanceof Error) this.engine.chargeRefusal(result, context)
+    if (result instanceof Error) this.engine.spendMinCostOnRefusal(result, context)
   }
   /** The same for graphql-js' validation: an invalid document spends minCost. */
   private readonly chargeInvalid = (done: { valid: boolean; result: readonly Error[]; context: unknown }) => {
     const [first] = done.result
-    if (!done.valid && first !== undefined) this.engine.chargeRefusal(first, done.context)
+    if (!done.valid && first !== undefined) this.engine.spendMinCostOnRefusal(first, done.context)
   }
 
   constructor(options: TollboothGraphQLOptions) {
@@ -86,7 +86,7 @@ class YogaHooks {
     try {
       engine.checkLength(typeof params.source === 'string' ? params.source : params.source.body)
     } catch (error) {
-      if (isRefusal(error)) engine.chargeRefusal(error, context)
+      if (isRefusal(error)) engine.spendMinCostOnRefusal(error, context)
       throw error
     }
     if (!engine.wrapsParse) return undefined
@@ -98,7 +98,7 @@ class YogaHooks {
     // Before graphql-js' rules, which cost far more on a hostile document: a refusal replaces validation.
     const refused = this.engine.structuralRefusal(params.documentAST)
     if (refused === undefined) return this.chargeInvalid
-    this.engine.chargeRefusal(refused, context)
+    this.engine.spendMinCostOnRefusal(refused, context)
     setResult([refused])
     return undefined
   }

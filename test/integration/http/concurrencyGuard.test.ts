@@ -191,7 +191,9 @@ describe('concurrencyGuard options', () => {
       message(() =>
         concurrencyGuard({ limiter: tokenBucket({ name: 't', capacity: 1, refillPerSecond: 1 }) as never }),
       ),
-    ).toBe('concurrencyGuard: "limiter" must be a concurrency limiter (concurrencyLimit), got object')
+    ).toBe(
+      'concurrencyGuard: "limiter" must be a concurrency limiter (concurrencyLimit), got a tokenBucket limiter ("t")',
+    )
     expect(message(() => concurrencyGuard({ limiter, onLimited: 1 as never }))).toBe(
       'concurrencyGuard: "onLimited" must be a function, got 1',
     )

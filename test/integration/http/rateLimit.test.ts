@@ -300,7 +300,7 @@ describe('option validation', () => {
     )
     invalid(
       () => rateLimit({ limiter: concurrencyLimit({ name: 'c', max: 1, leaseMs: 1000 }) as never }),
-      'rateLimit: "limiter" must be a rate limiter (a concurrencyLimit goes to concurrencyGuard), got object',
+      'rateLimit: "limiter" must be a rate limiter (a concurrencyLimit goes to concurrencyGuard), got a concurrencyLimit limiter ("c")',
     )
     for (const cost of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, '2']) {
       invalid(
@@ -333,7 +333,13 @@ describe('option validation', () => {
 
   it('checks the identity options through requestIdentity', () => {
     expect(() => rateLimit({ limiter, ipv6Prefix: 200 })).toThrow(/rateLimit: "ipv6Prefix"/)
-    expect(() => rateLimit({ limiter, trustProxy: true as never })).toThrow(/trustProxy/)
+    expect(() => rateLimit({ limiter, trustProxy: true as never })).toThrow(
+      /^rateLimit: "trustProxy" must not be true/,
+    )
+    // Named for the guard it was given to, not for the client IP resolver that checks it.
+    expect(() => rateLimit({ limiter, trustProxy: 'yes' })).toThrow(
+      /^rateLimit: "trustProxy" must list IP addresses, CIDRs, 'loopback', 'linklocal' or 'uniquelocal'/,
+    )
     // A hop count past any real chain trusts every hop, as true would.
     for (const trustProxy of [33, 1e9]) {
       expect(() => rateLimit({ limiter, trustProxy })).toThrow(

@@ -465,7 +465,7 @@ describe.each(serverKinds)('the rate limit on %s', (kind) => {
     expect(response.status).toBe(500)
     expect(await response.json()).toEqual({ code: ErrorCodes.INVALID_OPTION })
     expect((app.errors[0] as Error).message).toBe(
-      `${requestOwner[kind]}: "limiter" must be a function returning a rate limiter, got object`,
+      `${requestOwner[kind]}: "limiter" must be a function returning a rate limiter, got a concurrencyLimit limiter ("c")`,
     )
     expect(app.routeHits).toBe(0)
   })

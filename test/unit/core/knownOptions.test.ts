@@ -49,13 +49,19 @@ describe('closestName', () => {
     expect(closestName('Stroe', KNOWN)).toBe('store')
   })
 
+  it('a name cut short: its one completion, though many edits away; two completions fall back to edit distance', () => {
+    expect(closestName('refill', KNOWN)).toBe('refillPerSecond') // 9 edits
+    expect(closestName('rate', ['name', 'ratePerSecond', 'maxQueue'])).toBe('ratePerSecond') // not 'name', 2 edits
+    expect(closestName('fail', KNOWN)).toBeUndefined() // failPolicy or failClosedRetryAfterMs
+    expect(closestName('na', KNOWN)).toBeUndefined() // too short to be a name cut short
+  })
+
   it('the first listed wins a tie', () => {
     expect(closestName('ab', ['ax', 'ay'])).toBe('ax')
     expect(closestName('ab', ['ay', 'ax'])).toBe('ay')
   })
 
   it('suggests nothing when no name is close', () => {
-    expect(closestName('refill', KNOWN)).toBeUndefined() // 9 edits from refillPerSecond
     expect(closestName('limit', KNOWN)).toBeUndefined()
     expect(closestName('when', ['at', 'count', 'key'])).toBeUndefined()
     // Two short names with nothing in common are not a typo of each other, though within 2 edits.
