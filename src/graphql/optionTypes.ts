@@ -18,7 +18,8 @@ import type { RefusalCode } from './refusal.js'
 /**
  * The context `useTollbooth`'s callbacks get when nothing says more: Yoga's context, or any Envelop context. The
  * plugin itself reads `request`, `req` and `extra.request` if present. Give your server's context type as
- * `useTollbooth<MyContext>(…)` to read your own fields in `limiter` and `identify`.
+ * `useTollbooth<MyContext>(…)` to read your own fields in `limiter` and `identify`; Yoga does not check it against
+ * the context it builds.
  */
 export type GraphQLContext = Record<string, unknown>
 

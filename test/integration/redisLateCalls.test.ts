@@ -85,6 +85,63 @@ describe('a standalone Redis paused with calls in flight', () => {
   })
 })
 
+/** Holds the event loop for `ms`, as a stalled process does: no timer runs, no socket is read meanwhile. */
+function stallFor(ms: number): void {
+  const until = performance.now() + ms
+  while (performance.now() < until) {
+    // busy: this process does nothing else meanwhile
+  }
+}
+
+describe('a call whose late reply is read before its deadline timer runs (the event loop stalled)', () => {
+  let redis: RedisProcess
+  beforeAll(async () => {
+    redis = await startRedis()
+  })
+  afterAll(async () => {
+    await redis?.stop()
+  })
+
+  it('its fail-policy answer is reported to onStoreError as a timeout, and the call changed nothing', async () => {
+    const client = new Redis(redis.url, limiterClientOptions)
+    const errors: { code: string | undefined; message: string }[] = []
+    try {
+      const store = new RedisStore({
+        client,
+        prefix: 'late-read:',
+        timeoutMs: 50,
+        breaker: { failureThreshold: 1000 },
+        hooks: { onStoreError: ({ error }) => errors.push({ code: error.code, message: error.message }) },
+      })
+      await store.warmUp()
+      const counter = fixedWindow({
+        name: 'late-read',
+        store,
+        limit: 5,
+        windowMs: 3_600_000,
+        failPolicy: 'closed',
+        denyCache: false,
+      })
+      // A known identity first: the store learns the server's clock from the reply.
+      expect((await counter.peek('a')).remaining).toBe(5)
+      redis.pause()
+      const answered = counter.consume('a')
+      // The call is sent at the end of this turn; then this process stalls past its deadline while Redis sleeps, and
+      // Redis, woken, refuses the script (past its deadline) before the process reads anything again.
+      await new Promise((resolve) => setImmediate(resolve))
+      stallFor(80)
+      redis.resume()
+      stallFor(300)
+      expect(await answered).toMatchObject({ allowed: false, source: 'fail-closed' })
+      // One report of the one failed call, whichever of the reply and the timer this process saw first.
+      expect(errors.map((e) => e.code)).toEqual(['TOLLBOOTH_ERR_STORE_TIMEOUT'])
+      expect(await counter.peek('a')).toMatchObject({ source: 'store', remaining: 5 })
+    } finally {
+      client.disconnect()
+    }
+  })
+})
+
 describe('a Redis Cluster master paused with calls in flight', () => {
   let cluster: RedisClusterProcess
   beforeAll(async () => {

@@ -288,7 +288,7 @@ export class RedisStore implements Store {
       this.allOf(keys.length, ...keys, this.now(), notAfter, ...args),
     )
     this.learnClock(node, flat)
-    if (flat[0] === PAST_DEADLINE && flat.length === 2) throw this.pastDeadline()
+    if (flat[0] === PAST_DEADLINE && flat.length === 2) throw this.pastDeadline(node, 'consumeAll')
     return requests.map((_, i) => flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
   }
 
@@ -408,12 +408,15 @@ export class RedisStore implements Store {
   /**
    * Hands each request its reply: the scripts answer 5 integers per request, flattened, then the server's time. A
    * request a cluster node did not hold the key of is sent again on its own. A call that reached Redis past its
-   * deadline changed nothing: its requests fail (their decisions were already answered by the fail policy).
+   * deadline changed nothing: its requests fail, and their decisions are the fail policy's.
    */
   private answer(node: string, pending: readonly Pending[], flat: readonly number[]): void {
     this.learnClock(node, flat)
     if (flat[0] === PAST_DEADLINE && flat.length === 2) {
-      const error = this.pastDeadline()
+      const error = this.pastDeadline(
+        node,
+        pending.length === 1 ? (pending[0] as Pending).request.op : 'batch',
+      )
       for (const p of pending) p.reject(error)
       return
     }
@@ -443,11 +446,19 @@ export class RedisStore implements Store {
     if (this.clock === undefined && serverUs !== undefined) this.serverClocks.observe(node, serverUs)
   }
 
-  private pastDeadline(): TollboothError {
-    return new TollboothError(
+  /**
+   * The error of a call that reached Redis after its deadline and changed nothing: a timeout like any other,
+   * reported to `onStoreError` and counted against the node's breaker. (The reply can be read before the deadline's
+   * own timer runs, as after a stall of the event loop: then this is the only report of it.)
+   */
+  private pastDeadline(node: string, op: string): TollboothError {
+    const error = new TollboothError(
       ErrorCodes.STORE_TIMEOUT,
       `${this.name}: the call reached Redis after its deadline and changed nothing`,
     )
+    this.breaker.of(node).failed()
+    emit(this.hooks.onStoreError, { store: this.name, op, error })
+    return error
   }
 
   /** 0 tells the scripts to read Redis' clock. */
