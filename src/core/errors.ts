@@ -53,11 +53,17 @@ function describe(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value)
   if (Array.isArray(value)) return 'an array'
   if (typeof value === 'object') {
-    // A limiter of the wrong kind (a leakyBucket where a tokenBucket goes) is told by its algorithm and name.
-    const { algorithm, name } = value as { algorithm?: unknown; name?: unknown }
-    if (typeof algorithm === 'string' && typeof name === 'string') return `a ${algorithm} limiter ("${name}")`
-    const kind = (value as object).constructor?.name
-    return kind !== undefined && kind !== 'Object' ? `a ${kind}` : 'an object'
+    try {
+      // A limiter of the wrong kind (a leakyBucket where a tokenBucket goes) is told by its algorithm and name.
+      const { algorithm, name } = value as { algorithm?: unknown; name?: unknown }
+      if (typeof algorithm === 'string' && typeof name === 'string')
+        return `a ${algorithm} limiter ("${name}")`
+      const kind = (value as object).constructor?.name
+      return typeof kind === 'string' && kind !== 'Object' ? `a ${kind}` : 'an object'
+    } catch {
+      // A getter that throws (a Proxy): the error about the option must still be made.
+      return 'an object'
+    }
   }
   return typeof value
 }
