@@ -66,9 +66,15 @@ export function resolveLimiterOptions(
   if (!isOptionsObject(options)) throw invalidOption(owner, 'options', 'an object', options)
   checkOptionKeys(owner, options, known)
   const { name, store } = options
-  // Braces would break the Redis Cluster hash tag that follows the name in every key.
-  if (typeof name !== 'string' || name.length === 0 || name.length > 128 || /[{}]/.test(name)) {
-    throw invalidOption(owner, 'name', 'a string of 1 to 128 characters without "{" or "}"', name)
+  // Braces would break the Redis Cluster hash tag that follows the name in every key; the name is also the policy's
+  // in the RateLimit fields, which carry printable ASCII only (refused there, it would fail every admitted request).
+  if (typeof name !== 'string' || !/^[\x20-\x7e]{1,128}$/.test(name) || /[{}]/.test(name)) {
+    throw invalidOption(
+      owner,
+      'name',
+      'a string of 1 to 128 printable ASCII characters (0x20-0x7E) without "{" or "}"',
+      name,
+    )
   }
   return Object.freeze({
     name,

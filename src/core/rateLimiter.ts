@@ -7,6 +7,7 @@ import {
   limiterOptionKeys,
   type ResolvedLimiterOptions,
 } from './limiterBase.js'
+import { LIMITER_KIND, type LimiterKind } from './limiterKind.js'
 import { type QuotaRestore, quotaRestoreOf } from './quotaRestore.js'
 import type { RateLimitPolicy } from './rateLimitHeaders.js'
 import type { AlgorithmName, StoreRequest } from './stores/store.js'
@@ -48,6 +49,10 @@ export interface RateAlgorithm {
  */
 export class RateLimiter extends LimiterBase {
   readonly algorithm: string
+  /** Told apart from other limiters by this mark (see core/limiterKinds.ts). */
+  get [LIMITER_KIND](): LimiterKind {
+    return 'rate'
+  }
   readonly limit: number
   override readonly maxCost: number
   /** Quota and window, for `rateLimitHeaders(decision, limiter.policy)`. */

@@ -73,7 +73,13 @@ export function concurrencyGuard<Req extends IncomingMessage = IncomingMessage>(
         }
         return
       }
-      setRateLimitHeaders(res, lease, policy)
+      try {
+        setRateLimitHeaders(res, lease, policy)
+      } catch (error) {
+        // Never out of this callback: a throw here would be an unhandled rejection. The lease ends with the response.
+        next(error)
+        return
+      }
       next()
     }
     try {

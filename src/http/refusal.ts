@@ -62,19 +62,35 @@ export function addRateLimitHeaders(res: ServerResponse, headers: Readonly<Recor
         ? res.getHeader(name)
         : undefined
     if (typeof existing !== 'string' || existing === '') res.setHeader(name, value)
-    else if (lower === 'retry-after') res.setHeader(name, String(Math.max(Number(existing), Number(value))))
-    else res.setHeader(name, joinedItems(existing, value))
+    else if (lower === 'retry-after') {
+      // An HTTP-date the app set is not a number of seconds to compare: the refusal's own wait is sent.
+      const earlier = Number(existing)
+      res.setHeader(name, Number.isFinite(earlier) ? String(Math.max(earlier, Number(value))) : value)
+    } else res.setHeader(name, joinedItems(existing, value))
   }
 }
 
-/** The list items of `existing` and then of `added`, one per policy name: an added item replaces its namesake in place. */
+/**
+ * The list items of `existing` and then of `added`, one per policy name: an added item replaces its namesake in
+ * place. Most often no name is shared (one guard, or guards of different policies): the lists are joined as they are.
+ */
 function joinedItems(existing: string, added: string): string {
+  const addedItems = listItems(added)
+  if (!addedItems.some((item) => existing.includes(itemName(item)))) return `${existing}, ${added}`
   const items = new Map<string, string>()
-  for (const item of [...listItems(existing), ...listItems(added)]) {
-    // Map.set keeps a replaced item where it was.
-    items.set(item.slice(0, item.search(/;|$/)), item)
-  }
+  // Map.set keeps a replaced item where it was.
+  for (const item of [...listItems(existing), ...addedItems]) items.set(itemName(item), item)
   return [...items.values()].join(', ')
+}
+
+/** An item's name: its leading quoted string (`"api;read"`, escapes kept), or what comes before its first `;`. */
+function itemName(item: string): string {
+  if (!item.startsWith('"')) return item.slice(0, item.search(/;|$/))
+  for (let i = 1; i < item.length; i++) {
+    if (item[i] === '\\') i++
+    else if (item[i] === '"') return item.slice(0, i + 1)
+  }
+  return item
 }
 
 /** The items of a Structured Field list as tollbooth writes them (`"name";k=v, …`), split outside quoted names. */

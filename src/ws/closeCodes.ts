@@ -20,5 +20,10 @@ export const CloseReasons = {
   GOING_AWAY: 'server shutting down',
   RATE_LIMITED: 'rate limited',
   ABUSE: 'message rate abuse',
+  /**
+   * @deprecated Never sent: a peer that misses a heartbeat's pong is terminated without a close frame (it sees
+   * 1006), since one that does not answer pings would not answer a close either.
+   */
+  IDLE: 'no pong',
   LEASE_LOST: 'connection lease lost',
 } as const

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { Decision } from '../decision.js'
 import { optionNames } from '../knownOptions.js'
 import { LimiterBase, type LimiterOptions, limiterOptionKeys, resolveLimiterOptions } from '../limiterBase.js'
+import { LIMITER_KIND, type LimiterKind } from '../limiterKind.js'
 import type { Store } from '../stores/store.js'
 import { positiveInteger, timerMs, validKey } from '../validate.js'
 
@@ -38,6 +39,10 @@ export interface Lease extends Decision {
  */
 export class ConcurrencyLimiter extends LimiterBase {
   readonly algorithm = 'concurrencyLimit'
+  /** Told apart from other limiters by this mark (see core/limiterKinds.ts). */
+  get [LIMITER_KIND](): LimiterKind {
+    return 'concurrency'
+  }
   readonly limit: number
   readonly leaseMs: number
   private readonly leaseUs: number

@@ -1,6 +1,7 @@
 import type { Decision } from '../decision.js'
 import { optionNames } from '../knownOptions.js'
 import { resolveLimiterOptions } from '../limiterBase.js'
+import { LIMITER_KIND, type LimiterKind } from '../limiterKind.js'
 import { RateLimiter, type RateLimiterOptions, rateLimiterOptionKeys } from '../rateLimiter.js'
 import { sleep } from '../sleep.js'
 import { nonNegativeInteger, positiveNumber } from '../validate.js'
@@ -24,6 +25,9 @@ const OPTIONS = optionNames<LeakyBucketOptions>({
  * `ratePerSecond`. Use it in front of something that needs a steady rate (an upstream API, a mail relay).
  */
 export class LeakyBucketLimiter extends RateLimiter {
+  override get [LIMITER_KIND](): LimiterKind {
+    return 'leakyBucket'
+  }
   protected override reportsDelay = true
 
   /**

@@ -2,7 +2,6 @@ import { invalidOption } from '../../core/errors.js'
 import { limiterHooksOption } from '../../core/hooks.js'
 import { checkOptionKeys, optionNames } from '../../core/knownOptions.js'
 import { storeOption } from '../../core/limiterBase.js'
-import { isRateLimiter } from '../../core/limiterKinds.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
 import type { Store } from '../../core/stores/store.js'
 import { isOptionsObject, nonNegativeInteger, oneOf, positiveInteger, timerMs } from '../../core/validate.js'
@@ -276,4 +275,19 @@ function nameOption(name: unknown): string {
     throw invalidOption(OWNER, 'name', 'a string of 1 to 64 characters without "{", "}" or ":"', name)
   }
   return name
+}
+
+/**
+ * Duck-typed: anything that consumes and refunds serves as the budget (another copy of tollbooth's limiters, an
+ * `allOf`, a wrapper of one); the engine uses the memory store's synchronous paths only where they exist.
+ */
+function isRateLimiter(value: unknown): value is RateLimiter {
+  const candidate = value as Partial<RateLimiter> | null
+  return (
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.consume === 'function' &&
+    typeof candidate.refund === 'function' &&
+    typeof candidate.policy === 'object'
+  )
 }

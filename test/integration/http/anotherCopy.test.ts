@@ -1,7 +1,7 @@
 /**
  * Limiters made by another copy of tollbooth in the same tree (two versions in a monorepo): here the built package
  * in dist/ beside these sources, whose classes are not these. Every HTTP guard accepts them as its own, and they
- * limit exactly as they would.
+ * limit exactly as they would; an object that only looks like a limiter is refused at startup.
  */
 import { afterEach, describe, expect, it } from 'vitest'
 import { concurrencyGuard } from '../../../src/http/concurrencyGuard.js'
@@ -53,5 +53,35 @@ describe("another copy's limiters", () => {
     ).toBe('function')
     expect(typeof uploadGuard({ maxBytes: 1000, bytes: bucket(), concurrent: leases() })).toBe('function')
     expect(typeof jobAdmission({ jobs: leases(), pendingBytes: bucket() }).admit).toBe('function')
+  })
+
+  it('an object that only looks like a limiter (a wrapper, a mock) is refused at startup, naming the option', () => {
+    const real = tokenBucket({ name: 'other-copy-wrapped', capacity: 3, refillPerSecond: 1 })
+    const wrapper = {
+      consume: (key: string) => real.consume(key),
+      refund: (key: string, amount: number) => real.refund(key, amount),
+      policy: real.policy,
+    }
+    const leasesLookalike = { algorithm: 'concurrencyLimit', acquire: async () => ({ allowed: true }) }
+    const code = (build: () => unknown) => {
+      try {
+        build()
+      } catch (error) {
+        return [(error as { code?: string }).code, (error as Error).message.split(':')[0]]
+      }
+      return undefined
+    }
+    expect(code(() => rateLimit({ limiter: wrapper as never }))).toEqual([
+      'TOLLBOOTH_ERR_INVALID_OPTION',
+      'rateLimit',
+    ])
+    expect(code(() => concurrencyGuard({ limiter: leasesLookalike as never }))).toEqual([
+      'TOLLBOOTH_ERR_INVALID_OPTION',
+      'concurrencyGuard',
+    ])
+    expect(code(() => uploadGuard({ maxBytes: 10, bytes: wrapper as never }))).toEqual([
+      'TOLLBOOTH_ERR_INVALID_OPTION',
+      'uploadGuard',
+    ])
   })
 })

@@ -49,6 +49,9 @@ describe('invalid options throw at construction, naming the option, with a stabl
     ['refillPerSecond', { capacity: 10, refillPerSecond: 150_000 }],
     ['name', { name: '', capacity: 10, refillPerSecond: 1 }],
     ['name', { name: 'a{b}', capacity: 10, refillPerSecond: 1 }],
+    // The policy's name in the RateLimit fields, which hold printable ASCII only.
+    ['name', { name: 'téléchargements', capacity: 10, refillPerSecond: 1 }],
+    ['name', { name: 'tab\there', capacity: 10, refillPerSecond: 1 }],
     ['failPolicy', { capacity: 10, refillPerSecond: 1, failPolicy: 'maybe' }],
     ['store', { capacity: 10, refillPerSecond: 1, store: {} }],
     ['store', { capacity: 10, refillPerSecond: 1, store: null }],

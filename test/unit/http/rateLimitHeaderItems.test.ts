@@ -44,6 +44,22 @@ describe('RateLimit fields set by several guards on one response', () => {
     expect(res.getHeader('retry-after')).toBe('3')
   })
 
+  it('names holding ";" or an escaped quote are told apart by the whole quoted name', () => {
+    const res = response()
+    setRateLimitHeaders(res, decision(4), { name: 'api;read', quota: 5, windowSeconds: 10 })
+    setRateLimitHeaders(res, decision(3), { name: 'api;write', quota: 5, windowSeconds: 10 })
+    setRateLimitHeaders(res, decision(2), { name: 'say "hi"', quota: 5, windowSeconds: 10 })
+    setRateLimitHeaders(res, decision(1), { name: 'api;read', quota: 5, windowSeconds: 10 })
+    expect(res.getHeader('ratelimit')).toBe('"api;read";r=1;t=4, "api;write";r=3;t=4, "say \\"hi\\"";r=2;t=4')
+  })
+
+  it("a Retry-After the app set as an HTTP-date gives way to the refusal's seconds", () => {
+    const res = response()
+    res.setHeader('Retry-After', 'Wed, 21 Oct 2026 07:28:00 GMT')
+    addRateLimitHeaders(res, { 'Retry-After': '7' })
+    expect(res.getHeader('retry-after')).toBe('7')
+  })
+
   it('Retry-After keeps the longer wait; other headers are set', () => {
     const res = response()
     addRateLimitHeaders(res, { 'Retry-After': '30', 'X-Other': 'a' })
