@@ -1,3 +1,4 @@
+import { splitOutsideQuotes } from '../core/structuredFields.js'
 /**
  * What a refused answer carries about when to come back, in any of the shapes a client holds it: a fetch `Response`
  * (or anything with a `headers.get`), a `Headers`, a plain header record (Node's `res.headers`, lowercase names), a
@@ -117,30 +118,6 @@ function headerReader(source: object): HeaderReader | undefined {
       return null
     },
   }
-}
-
-/**
- * `value` split at `delimiter` outside quoted strings, each part trimmed. Enough of RFC 9651 for RateLimit: the
- * members of a List at ',', an item's bare item and parameters at ';' (a quoted name or value may hold either).
- */
-function splitOutsideQuotes(value: string, delimiter: ',' | ';'): string[] {
-  const parts: string[] = []
-  let start = 0
-  let quoted = false
-  for (let i = 0; i < value.length; i++) {
-    const c = value[i]
-    if (quoted) {
-      if (c === '\\') i++
-      else if (c === '"') quoted = false
-    } else if (c === '"') {
-      quoted = true
-    } else if (c === delimiter) {
-      parts.push(value.slice(start, i).trim())
-      start = i + 1
-    }
-  }
-  parts.push(value.slice(start).trim())
-  return parts
 }
 
 /** An item's parameters (`;key=value` after the bare item); a repeated key keeps its last value (RFC 9651 §4.2.3.2). */

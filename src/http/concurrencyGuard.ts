@@ -73,13 +73,7 @@ export function concurrencyGuard<Req extends IncomingMessage = IncomingMessage>(
         }
         return
       }
-      try {
-        setRateLimitHeaders(res, lease, policy)
-      } catch (error) {
-        // Never out of this callback: a throw here would be an unhandled rejection. The lease ends with the response.
-        next(error)
-        return
-      }
+      setRateLimitHeaders(res, lease, policy)
       next()
     }
     try {

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { Decision } from '../core/decision.js'
 import { PROBLEM_JSON_CONTENT_TYPE, quotaExceededProblem } from '../core/problemJson.js'
 import { type RateLimitPolicy, rateLimitHeaders } from '../core/rateLimitHeaders.js'
+import { splitOutsideQuotes } from '../core/structuredFields.js'
 
 /**
  * How a guard answers a refused request, whatever the server: the status, the headers (RateLimit fields,
@@ -83,32 +84,14 @@ function joinedItems(existing: string, added: string): string {
   return [...items.values()].join(', ')
 }
 
-/** An item's name: its leading quoted string (`"api;read"`, escapes kept), or what comes before its first `;`. */
+/** An item's name: its bare item, before its parameters (`"api;read"`, quoted, may hold a `;`). */
 function itemName(item: string): string {
-  if (!item.startsWith('"')) return item.slice(0, item.search(/;|$/))
-  for (let i = 1; i < item.length; i++) {
-    if (item[i] === '\\') i++
-    else if (item[i] === '"') return item.slice(0, i + 1)
-  }
-  return item
+  return splitOutsideQuotes(item, ';')[0] as string
 }
 
-/** The items of a Structured Field list as tollbooth writes them (`"name";k=v, …`), split outside quoted names. */
+/** The items of a Structured Field list (`"name";k=v, …`). */
 function listItems(list: string): string[] {
-  const items: string[] = []
-  let start = 0
-  let quoted = false
-  for (let i = 0; i < list.length; i++) {
-    const c = list[i]
-    if (c === '\\' && quoted) i++
-    else if (c === '"') quoted = !quoted
-    else if (c === ',' && !quoted) {
-      items.push(list.slice(start, i).trim())
-      start = i + 1
-    }
-  }
-  items.push(list.slice(start).trim())
-  return items.filter((item) => item !== '')
+  return splitOutsideQuotes(list, ',').filter((item) => item !== '')
 }
 
 /** Writes `answer` to a Node response; a response already started is only ended. */
