@@ -1,17 +1,20 @@
+import { readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
-import { resolve } from 'node:path'
+import { createRequire } from 'node:module'
+import { dirname, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import {
   buildASTSchema,
   concatAST,
   type DocumentNode,
   GraphQLError,
-  type GraphQLSchema,
+  GraphQLSchema,
   Kind,
   parse,
   Source,
   specifiedRules,
   validate,
+  validateSchema,
 } from 'graphql'
 import { nonNegativeInteger } from '../core/validate.js'
 import {
@@ -51,8 +54,10 @@ Prices a query the way useTollbooth charges it (the same analyzer, the same opti
 a per-field breakdown: each field's weight, its list multiplier and where that size came from.
 
 Options:
-  --schema <schema.graphql>   the schema's SDL (required); the cost directives it does not declare are added
-                              without declaring them
+  --schema <schema.graphql>   the schema (required): its SDL, where the cost directives it uses without
+                              declaring them are added; or a .js, .mjs or .cjs module exporting a GraphQLSchema
+                              built in code (as its default export or as "schema", or a function returning
+                              one), whose extensions.cost and extensions.listSize are read
   --variables <vars.json>     the operation's variables, a JSON object
   --operation <name>          the operation to price, when the document holds several
   --config <file>             the cost options given to useTollbooth: a .js or .mjs module's default export,
@@ -111,9 +116,12 @@ async function price(values: CostFlags, queryFile: string): Promise<string> {
     // What the plugin charges: never less than minCost.
     const minCost = nonNegativeInteger(GRAPHQL_OPTIONS_OWNER, 'minCost', options.minCost ?? 1)
     const charged = Math.max(explanation.total, minCost)
-    return values.json
-      ? `${JSON.stringify({ ...explanation, charged }, null, 2)}\n`
-      : formatExplanation(explanation, charged)
+    if (values.json) return `${JSON.stringify({ ...explanation, charged }, null, 2)}\n`
+    const text = formatExplanation(explanation, charged)
+    // graphql-query-complexity answers a total only.
+    return options.estimators === undefined
+      ? text
+      : `${text}  (priced by the estimators of ${values.config}: no breakdown per field)\n`
   } catch (error) {
     // The options' own validation (a cost or a list size out of range) is bad input too.
     if (error instanceof InputError) throw error
@@ -131,12 +139,16 @@ async function readText(file: string): Promise<string> {
   }
 }
 
+/** A module (`--schema schema.mjs`) holds a schema built in code; any other file is SDL. */
+const SCHEMA_MODULE = /\.(?:js|mjs|cjs)$/
+
 /**
  * Builds the schema. The definitions of tollbooth's directives the SDL does not declare itself are added (so a schema
  * written for `costDirectivesTypeDefs` prices as the plugin does), as a document of their own: the positions of
  * errors stay those of the file.
  */
 async function loadSchema(file: string): Promise<GraphQLSchema> {
+  if (SCHEMA_MODULE.test(file)) return loadSchemaModule(file)
   const sdl = await readText(file)
   try {
     const document = parse(new Source(sdl, file))
@@ -156,6 +168,81 @@ async function loadSchema(file: string): Promise<GraphQLSchema> {
     if (error instanceof InputError) throw error
     throw new InputError(located(file, error))
   }
+}
+
+/**
+ * The GraphQLSchema a module exports: its export named `schema`, else its default export; a function is called
+ * (without arguments) and a promise awaited, for modules that build their schema at startup (NestJS, say).
+ */
+async function loadSchemaModule(file: string): Promise<GraphQLSchema> {
+  const url = pathToFileURL(resolve(file))
+  let exported: unknown
+  let called = false
+  try {
+    const module = (await import(url.href)) as { schema?: unknown; default?: unknown }
+    exported = module.schema !== undefined ? module.schema : module.default
+    called = typeof exported === 'function'
+    exported = await (called ? (exported as () => unknown)() : exported)
+  } catch (error) {
+    if (error instanceof InputError) throw error
+    throw new InputError(`${file}: could not be loaded (${(error as Error).message})`)
+  }
+  if (exported instanceof GraphQLSchema) {
+    const errors = validateSchema(exported)
+    if (errors.length > 0) {
+      throw new InputError(
+        `${file}: the schema it exports is invalid: ${errors.map((e) => e.message).join('; ')}`,
+      )
+    }
+    return exported
+  }
+  if (Object.prototype.toString.call(exported) === '[object GraphQLSchema]') {
+    throw new InputError(`${file}: ${otherGraphql(url)}`)
+  }
+  throw new InputError(
+    `${file}: must export a GraphQLSchema (as its default export or as "schema", or a function returning one), ` +
+      `found ${called ? `a function returning ${described(exported, 'undefined')}` : described(exported)}`,
+  )
+}
+
+/**
+ * A GraphQLSchema of another copy of graphql than tollbooth's: graphql-js refuses to read a schema across copies
+ * (its `instanceof` checks fail), and rebuilding it from its printed SDL would lose its extensions.
+ */
+function otherGraphql(module: URL): string {
+  const ours = graphqlCopy(import.meta.url)
+  const theirs = graphqlCopy(module.href)
+  const copies =
+    ours === undefined || theirs === undefined
+      ? ''
+      : ours === theirs
+        ? ` (${ours}, loaded twice: its ESM index.mjs and its CommonJS index.js are two copies)`
+        : ` (${theirs}, not ${ours})`
+  return (
+    `its schema was built with another copy of graphql than the one tollbooth uses${copies}; ` +
+    'graphql cannot read a schema across copies: install one graphql for both (npm dedupe), or run the ' +
+    'tollbooth installed next to the schema'
+  )
+}
+
+/** `graphql@16.9.0 at /app/node_modules/graphql`: the graphql a file resolves, if it resolves one. */
+function graphqlCopy(from: string): string | undefined {
+  try {
+    const entry = createRequire(from).resolve('graphql')
+    const dir = dirname(entry)
+    const { version } = JSON.parse(readFileSync(resolve(dir, 'package.json'), 'utf8')) as { version?: string }
+    return `graphql@${version ?? '?'} at ${dir}`
+  } catch {
+    return undefined
+  }
+}
+
+function described(value: unknown, nothing = 'no default export and no export named "schema"'): string {
+  if (value === undefined) return nothing
+  if (value === null) return 'null'
+  if (typeof value !== 'object') return `a ${typeof value}`
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name
+  return typeof name === 'string' && name !== 'Object' ? `an object of class ${name}` : 'an object'
 }
 
 /** `@cost`, `@listSize` and `@rateLimit`, as `costDirectivesTypeDefs` defines them. */

@@ -4,12 +4,17 @@
  */
 import { readFileSync } from 'node:fs'
 
+export type { ComplexityEstimator, ComplexityEstimatorArgs } from './cost/complexityEstimators.js'
 export {
   type CostAnalysisOptions,
   CostAnalyzer,
   type OperationInput,
   TooLargeToPriceError,
 } from './cost/costAnalyzer.js'
+export {
+  type CostDirectiveEstimatorOptions,
+  costDirectiveEstimator,
+} from './cost/costDirectiveEstimator.js'
 export type { CostConfig, CostMap, ListSizeConfig } from './cost/costModel.js'
 export { withoutHttp } from './engine/operationResults.js'
 export type {

@@ -48,12 +48,22 @@ export function setRateLimitHeaders(res: ServerResponse, decision: Decision, pol
 }
 
 /**
+ * What `addRateLimitHeaders` writes to: a Node response, or a stand-in for another server's reply (tollbooth/nestjs
+ * writes a Fastify reply through one).
+ */
+export interface HeaderTarget {
+  readonly headersSent: boolean
+  getHeader(name: string): unknown
+  setHeader(name: string, value: string): unknown
+}
+
+/**
  * Adds `headers` to a response that an earlier guard may already have given its own: `RateLimit` and
  * `RateLimit-Policy` are Structured Field lists, so a second guard's items join the first's (a request spends from
  * both budgets, and the client should see both), and an item of a policy already listed replaces it (one item per
  * policy name); `Retry-After` keeps the longer wait; any other header is set.
  */
-export function addRateLimitHeaders(res: ServerResponse, headers: Readonly<Record<string, string>>): void {
+export function addRateLimitHeaders(res: HeaderTarget, headers: Readonly<Record<string, string>>): void {
   if (res.headersSent) return
   for (const name in headers) {
     const value = headers[name] as string

@@ -4,6 +4,8 @@
  * package.json and the consumer's chosen peers linked from this repository's node_modules (offline), then the
  * consumer compiled by `tsc` (strict, skipLibCheck off, nodenext) and run by `node`. A memory-only consumer has no
  * ioredis, ws, prom-client or graphql-yoga; an Envelop-only consumer has graphql and @envelop/core, no graphql-yoga.
+ * A NestJS consumer is installed by npm itself, from the tarball and the registry, with NestJS 12 on Express (the
+ * repository's own tree has 11): the peers tollbooth/nestjs declares and nothing of Fastify, ws or GraphQL.
  */
 import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -17,6 +19,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 const REPO = fileURLToPath(new URL('../..', import.meta.url))
 const TSC = createRequire(import.meta.url).resolve('typescript/bin/tsc')
 const TIMEOUT_MS = 120_000
+/** An `npm install` from the registry, then a compile of NestJS' declarations. */
+const INSTALL_TIMEOUT_MS = 300_000
 
 interface Finished {
   readonly code: number | null
@@ -98,6 +102,7 @@ console.log(JSON.stringify(allowed))
 
 const ENVELOP_CONSUMER = `import { envelop, useEngine, useSchema } from '@envelop/core'
 import { buildSchema, execute, parse, specifiedRules, subscribe, validate } from 'graphql'
+import { simpleEstimator } from 'graphql-query-complexity'
 import { tokenBucket } from 'tollbooth'
 import { useTollbooth } from 'tollbooth/graphql'
 
@@ -120,8 +125,22 @@ const getEnveloped = envelop({
   ],
 })
 
-async function ask(context: AppContext): Promise<string> {
-  const { parse, validate, execute, schema } = getEnveloped(context)
+// Priced by graphql-query-complexity (3 a field): 5 points hold one { hello }.
+const estimated = tokenBucket({ name: 'estimated', capacity: 5, refillPerSecond: 0.001 })
+const getEstimated = envelop({
+  plugins: [
+    useEngine({ parse, validate, specifiedRules, execute, subscribe }),
+    useSchema(buildSchema('type Query { hello: String }')),
+    useTollbooth<AppContext>({
+      limiter: estimated,
+      identify: (context) => context.user.id,
+      estimators: [simpleEstimator({ defaultComplexity: 3 })],
+    }),
+  ],
+})
+
+async function ask(context: AppContext, enveloped = getEnveloped): Promise<string> {
+  const { parse, validate, execute, schema } = enveloped(context)
   const document = parse('{ hello }')
   if (validate(schema, document).length > 0) return 'invalid'
   const result = await execute({ schema, document, rootValue: { hello: 'world' }, contextValue: context })
@@ -134,7 +153,77 @@ const bob: AppContext = { user: { id: 'bob' }, plan: 'pro' }
 const answers: string[] = []
 for (let i = 0; i < 3; i++) answers.push(await ask(alice))
 for (let i = 0; i < 3; i++) answers.push(await ask(bob))
+for (let i = 0; i < 2; i++) answers.push(await ask(alice, getEstimated))
 console.log(JSON.stringify(answers))
+`
+
+/**
+ * A NestJS 12 application on Express with a global TollboothGuard (capacity 2), a route that skips it, and a route
+ * with cost 2 from a named budget (capacity 3); it prints what the requests got and shuts down.
+ */
+const NEST_CONSUMER = `import 'reflect-metadata'
+import { Controller, Get, Module } from '@nestjs/common'
+import { APP_GUARD, NestFactory } from '@nestjs/core'
+import { tokenBucket } from 'tollbooth'
+import { RateLimit, SkipRateLimit, TollboothGuard } from 'tollbooth/nestjs'
+
+const api = tokenBucket({ name: 'api', capacity: 2, refillPerSecond: 0.001 })
+const reports = tokenBucket({ name: 'reports', capacity: 3, refillPerSecond: 0.001 })
+
+@Controller()
+class AppController {
+  @Get('items')
+  items(): string {
+    return 'ok'
+  }
+
+  @RateLimit('reports', { cost: 2 })
+  @Get('report')
+  report(): string {
+    return 'report'
+  }
+
+  @SkipRateLimit()
+  @Get('health')
+  health(): string {
+    return 'up'
+  }
+}
+
+@Module({
+  controllers: [AppController],
+  providers: [
+    { provide: APP_GUARD, useValue: new TollboothGuard({ limiters: { api, reports }, default: 'api' }) },
+  ],
+})
+class AppModule {}
+
+const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false })
+await app.listen(0, '127.0.0.1')
+const url = await app.getUrl()
+const statuses = async (path: string, count: number): Promise<number[]> => {
+  const out: number[] = []
+  for (let i = 0; i < count; i++) out.push((await fetch(url + path)).status)
+  return out
+}
+const items = await statuses('/items', 2)
+const refused = await fetch(url + '/items')
+const report = await statuses('/report', 2)
+const health = await statuses('/health', 3)
+await app.close()
+console.log(
+  JSON.stringify({
+    items,
+    refused: {
+      status: refused.status,
+      type: refused.headers.get('content-type'),
+      retryAfter: refused.headers.get('retry-after'),
+      body: await refused.json(),
+    },
+    report,
+    health,
+  }),
+)
 `
 
 describe('the packed package, installed with only its declared dependencies', () => {
@@ -171,6 +260,31 @@ describe('the packed package, installed with only its declared dependencies', ()
     await linkPackages(dir, packages)
     await writeFile(join(dir, 'package.json'), JSON.stringify({ name, private: true, type: 'module' }))
     await writeFile(join(dir, 'tsconfig.json'), JSON.stringify(TSCONFIG))
+    await writeFile(join(dir, 'src', 'main.ts'), source)
+    return dir
+  }
+
+  /**
+   * A consumer whose node_modules npm installs: the tarball and `packages` from the registry (tollbooth's optional
+   * peers are not installed), and `@types/node` linked from this repository.
+   */
+  async function installedConsumer(
+    name: string,
+    packages: readonly string[],
+    source: string,
+    compilerOptions: Record<string, unknown>,
+  ): Promise<string> {
+    const dir = join(tmp, name)
+    await mkdir(join(dir, 'src'), { recursive: true })
+    await writeFile(join(dir, 'package.json'), JSON.stringify({ name, private: true, type: 'module' }))
+    await mustRun(
+      'npm',
+      ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error', tarball, ...packages],
+      dir,
+    )
+    if (!existsSync(join(dir, 'node_modules', '@types', 'node'))) await linkPackages(dir, ['@types/node'])
+    const tsconfig = { ...TSCONFIG, compilerOptions: { ...TSCONFIG.compilerOptions, ...compilerOptions } }
+    await writeFile(join(dir, 'tsconfig.json'), JSON.stringify(tsconfig))
     await writeFile(join(dir, 'src', 'main.ts'), source)
     return dir
   }
@@ -216,12 +330,14 @@ describe('the packed package, installed with only its declared dependencies', ()
   )
 
   it(
-    'an Envelop-only consumer (graphql and @envelop/core, no graphql-yoga) compiles against tollbooth/graphql with a typed context and runs',
+    'an Envelop-only consumer (graphql, @envelop/core and graphql-query-complexity, no graphql-yoga) compiles against tollbooth/graphql with a typed context and runs',
     async () => {
       const peers = [
         'graphql',
         '@envelop/core',
         ...(await dependenciesOf(join(REPO, 'node_modules/@envelop/core'))),
+        'graphql-query-complexity',
+        ...(await dependenciesOf(join(REPO, 'node_modules/graphql-query-complexity'))),
       ]
       const dependencies = await dependenciesOf(REPO)
       const dir = await consumer(
@@ -235,9 +351,69 @@ describe('the packed package, installed with only its declared dependencies', ()
       // Alice's free plan holds 2 operations of cost 1; Bob's pro plan holds 5.
       expect(await compileAndRun(dir)).toEqual({
         diagnostics: [],
-        output: ['world', 'world', 'RATE_LIMITED', 'world', 'world', 'world'],
+        // Then 5 points of estimated budget: one operation of 3, the next refused.
+        output: ['world', 'world', 'RATE_LIMITED', 'world', 'world', 'world', 'world', 'RATE_LIMITED'],
       })
     },
     TIMEOUT_MS,
+  )
+
+  it(
+    'a NestJS 12 consumer on Express (no Fastify, ws or GraphQL) compiles against tollbooth/nestjs and runs',
+    async () => {
+      const dir = await installedConsumer(
+        'nestjs-consumer',
+        [
+          '@nestjs/common@^12',
+          '@nestjs/core@^12',
+          '@nestjs/platform-express@^12',
+          'reflect-metadata',
+          'rxjs',
+        ],
+        NEST_CONSUMER,
+        // What NestJS needs of every project that uses its decorators.
+        { experimentalDecorators: true, emitDecoratorMetadata: true },
+      )
+      const names = await installed(dir)
+      for (const absent of [
+        'fastify',
+        'ws',
+        'graphql',
+        'graphql-yoga',
+        '@apollo/server',
+        'ioredis',
+        'prom-client',
+      ])
+        expect(names).not.toContain(absent)
+      const nestVersion = (
+        JSON.parse(await readFile(join(dir, 'node_modules/@nestjs/common/package.json'), 'utf8')) as {
+          version: string
+        }
+      ).version
+      expect(nestVersion).toMatch(/^12\./)
+      expect(await compileAndRun(dir)).toEqual({
+        diagnostics: [],
+        output: {
+          // Capacity 2: the third request to the default budget is refused, as tollbooth/http would answer it.
+          items: [200, 200],
+          refused: {
+            status: 429,
+            type: 'application/problem+json; charset=utf-8',
+            retryAfter: '1000',
+            body: {
+              type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+              title: 'Request cannot be satisfied as assigned quota has been exceeded',
+              status: 429,
+              'violated-policies': ['api'],
+              retryAfter: 1000,
+            },
+          },
+          // Cost 2 from a budget of 3: one admitted.
+          report: [200, 429],
+          health: [200, 200, 200],
+        },
+      })
+    },
+    INSTALL_TIMEOUT_MS,
   )
 })

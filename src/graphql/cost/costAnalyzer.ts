@@ -1,6 +1,7 @@
 import {
   type DocumentNode,
   GraphQLError,
+  type GraphQLObjectType,
   type GraphQLSchema,
   getOperationAST,
   getVariableValues,
@@ -10,9 +11,12 @@ import { invalidOption } from '../../core/errors.js'
 import { checkOptionKeys, type OptionKeys, optionNames } from '../../core/knownOptions.js'
 import { isOptionsObject, nonNegativeInteger, positiveInteger } from '../../core/validate.js'
 import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
+import { type ComplexityEstimator, checkEstimators } from './complexityEstimators.js'
+import { checkPricableByEstimators } from './costDirectiveEstimator.js'
 import { type CostMap, CostModel, checkCostMapKeys } from './costModel.js'
 import { type DocumentPlan, planDocument } from './documentPlan.js'
 import { type CostSettings, type EstimateRun, estimateSelection } from './estimator.js'
+import { EstimatedIncrementalCount, EstimatorPricing, estimatorCacheKey } from './estimatorPricing.js'
 import type { CostExplanation, FieldExplanation } from './explain.js'
 import { checkExpandedSize, FieldVisitBudget } from './fieldVisits.js'
 import { IncrementalCount } from './incrementalCount.js'
@@ -38,6 +42,14 @@ export interface CostAnalysisOptions {
    * @default 10000
    */
   maxFieldVisits?: number
+  /**
+   * graphql-query-complexity estimators (`fieldExtensionsEstimator()`, `simpleEstimator()`, ...; graphql-query-complexity
+   * 1 or 2 must be installed) for a schema annotated the way code-first frameworks document complexity. An operation
+   * is then priced as graphql-query-complexity's `getComplexity` prices it, with tollbooth's cost directives first in
+   * the chain for the fields they annotate. Its price is final: nothing is refunded, nothing billed above it. See
+   * docs/graphql.md, "Code-first schemas".
+   */
+  estimators?: readonly ComplexityEstimator[]
 }
 
 /** The keys of `CostAnalysisOptions`; `useTollbooth`'s options add theirs to these. */
@@ -47,6 +59,7 @@ export const costAnalysisOptionKeys: OptionKeys<CostAnalysisOptions> = {
   mutationCost: true,
   introspectionCost: true,
   maxFieldVisits: true,
+  estimators: true,
 }
 
 const OPTIONS = optionNames(costAnalysisOptionKeys)
@@ -77,7 +90,7 @@ export interface PricedOperation {
   readonly cost: number
   actual(data: unknown): number
   /** A count of an incremental response (`@defer`, `@stream`), part by part. */
-  incremental(): IncrementalCount
+  incremental(): Pick<IncrementalCount, 'add'>
 }
 
 const OWNER = GRAPHQL_OPTIONS_OWNER
@@ -125,6 +138,8 @@ export class CostAnalyzer {
   readonly settings: CostSettings
   private readonly costs: CostMap
   private readonly maxFieldVisits: number
+  /** Set when the options give estimators: operations are priced by them, not by the cost-directive walk. */
+  private readonly byEstimators: EstimatorPricing | undefined
   private readonly models = new WeakMap<GraphQLSchema, CostModel>()
   private readonly documents = new WeakMap<CostModel, WeakMap<DocumentNode, DocumentEntry>>()
 
@@ -141,6 +156,15 @@ export class CostAnalyzer {
       introspectionCost: nonNegativeInteger(OWNER, 'introspectionCost', options.introspectionCost ?? 1),
     })
     this.maxFieldVisits = positiveInteger(OWNER, 'maxFieldVisits', options.maxFieldVisits ?? 10_000)
+    this.byEstimators =
+      options.estimators === undefined
+        ? undefined
+        : new EstimatorPricing(checkEstimators(options.estimators), this.settings, this.maxFieldVisits)
+  }
+
+  /** Whether operations are priced by estimators: their price is final, and no resolver reports work. */
+  get pricedByEstimators(): boolean {
+    return this.byEstimators !== undefined
   }
 
   /** The cost model of a schema; throws if a `costs` coordinate names nothing in it. */
@@ -148,6 +172,7 @@ export class CostAnalyzer {
     let model = this.models.get(schema)
     if (model === undefined) {
       model = new CostModel(schema, this.costs)
+      if (this.byEstimators !== undefined) checkPricableByEstimators(model)
       this.models.set(schema, model)
     }
     return model
@@ -165,6 +190,7 @@ export class CostAnalyzer {
 
   /** What the response `data` really costs in the same model. */
   actual(input: OperationInput, data: unknown): number {
+    if (this.byEstimators !== undefined) return data == null ? 0 : this.estimate(input)
     const model = this.model(input.schema)
     const slot = this.cacheSlot(model, input)
     const cached = slot.cached ?? {}
@@ -178,6 +204,7 @@ export class CostAnalyzer {
    * before execution and once after. Throws as `estimate()` does.
    */
   priceOperation(input: OperationInput): PricedOperation {
+    if (this.byEstimators !== undefined) return this.priceByEstimators(this.byEstimators, input)
     const model = this.model(input.schema)
     const slot = this.cacheSlot(model, input)
     const cached = slot.cached ?? {}
@@ -188,6 +215,27 @@ export class CostAnalyzer {
     const actual = (data: unknown): number => this.countResponse(model, cached, input, data)
     const incremental = () => new IncrementalCount(this.responsePlan(model, cached, input))
     return { cost, actual, incremental }
+  }
+
+  /**
+   * An operation priced by estimators pays its price whatever its response: an estimator prices a field from its
+   * arguments and its children's complexity, so what a response holds tells nothing of what part of the price it used.
+   * A result without data (refused variables: nothing ran) counts nothing, as in the cost-directive model.
+   */
+  private priceByEstimators(pricing: EstimatorPricing, input: OperationInput): PricedOperation {
+    const model = this.model(input.schema)
+    const key = estimatorCacheKey(input.operationName, input.variables)
+    let cost = pricing.cached(model, input.document, key)
+    if (cost === undefined) {
+      cost = this.price(model, this.documentEntry(model, input.document).plan, input)
+      pricing.keep(model, input.document, key, cost)
+    }
+    const price = cost
+    return {
+      cost: price,
+      actual: (data) => (data == null ? 0 : price),
+      incremental: () => new EstimatedIncrementalCount(price),
+    }
   }
 
   /** Where the operation's document and cost variables are cached, and what is cached there so far. */
@@ -264,8 +312,42 @@ export class CostAnalyzer {
     checkExpandedSize(operation.selectionSet, plan.fragments, variables, this.maxFieldVisits)
     const rootType = input.schema.getRootType(operation.operation)
     if (rootType == null) return 0
+    const cost =
+      this.byEstimators === undefined
+        ? this.estimateWithModel(model, plan, input.schema, operation, variables, rootType, explained)
+        : this.byEstimators.price(
+            model,
+            { document: input.document, operation, variables: input.variables ?? {} },
+            {
+              schema: input.schema,
+              fragments: plan.fragments,
+              variables,
+              budget: new FieldVisitBudget(this.maxFieldVisits),
+              model,
+              settings: this.settings,
+            },
+          )
+    // A Float slicing argument of 1e309 is Infinity: its list costs Infinity, or NaN for a list of scalars.
+    if (!Number.isFinite(cost)) {
+      throw new GraphQLError(
+        'its cost is not a finite number (a slicing argument or a weighted input too large).',
+      )
+    }
+    return cost
+  }
+
+  /** The cost-directive walk over the merged fields. */
+  private estimateWithModel(
+    model: CostModel,
+    plan: DocumentPlan,
+    schema: GraphQLSchema,
+    operation: OperationDefinitionNode,
+    variables: Record<string, unknown>,
+    rootType: GraphQLObjectType,
+    explained: FieldExplanation[] | undefined,
+  ): number {
     const run: EstimateRun = {
-      schema: input.schema,
+      schema,
       fragments: plan.fragments,
       variables,
       // The merged walk is bounded too: merging per type under an interface can walk a sub-selection once per
@@ -274,17 +356,10 @@ export class CostAnalyzer {
       model,
       plan,
       settings: this.settings,
-      mutationType: input.schema.getMutationType(),
+      mutationType: schema.getMutationType(),
       parentSizes: new Map(),
     }
-    const cost = estimateSelection(run, [operation.selectionSet], rootType, explained)
-    // A Float slicing argument of 1e309 is Infinity: its list costs Infinity, or NaN for a list of scalars.
-    if (!Number.isFinite(cost)) {
-      throw new GraphQLError(
-        'its cost is not a finite number (a slicing argument or a weighted input too large).',
-      )
-    }
-    return cost
+    return estimateSelection(run, [operation.selectionSet], rootType, explained)
   }
 }
 

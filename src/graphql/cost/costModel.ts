@@ -64,6 +64,11 @@ export interface FieldCost {
   readonly listSize: ResolvedListSize | undefined
   /** Arguments that add a weight when provided (including through weighted input fields). */
   readonly weightedArguments: readonly WeightedInput[]
+  /**
+   * Whether the cost directives say anything of this field: a weight of its own or of the type it returns, a list
+   * size, a weighted argument. What estimators price instead of the defaults (see costDirectiveEstimator.ts).
+   */
+  readonly annotated: boolean
 }
 
 export interface ResolvedListSize {
@@ -132,7 +137,7 @@ export class CostModel {
     if (this.typeWeights.has(type.name)) return this.typeWeights.get(type.name)
     const weight =
       this.costMap[type.name]?.weight ??
-      extensionWeight(type.extensions) ??
+      extensionWeight(type.extensions, type.name) ??
       this.directiveWeight(type.astNode, type.extensionASTNodes)
     this.typeWeights.set(type.name, weight)
     return weight
@@ -154,6 +159,26 @@ export class CostModel {
     return heaviest
   }
 
+  /** Whether `type`, or one of the types an abstract `type` may be, has a weight of its own. */
+  private returnsWeightedType(type: GraphQLNamedType): boolean {
+    if (this.typeWeight(type) !== undefined) return true
+    if (!isAbstractType(type)) return false
+    return this.schema.getPossibleTypes(type).some((possible) => this.typeWeight(possible) !== undefined)
+  }
+
+  /** The coordinates of fields whose list size goes to child fields (`sizedFields`), as `Type.field`. */
+  fieldsSizingChildren(): string[] {
+    const found: string[] = []
+    for (const type of Object.values(this.schema.getTypeMap())) {
+      if ((!isObjectType(type) && !isInterfaceType(type)) || type.name.startsWith('__')) continue
+      for (const field of Object.values(type.getFields())) {
+        if (this.field(type, field).listSize?.sizedFields !== undefined)
+          found.push(`${type.name}.${field.name}`)
+      }
+    }
+    return found
+  }
+
   private compileField(parentType: GraphQLNamedType, field: GraphQLField<unknown, unknown>): FieldCost {
     const coordinate = `${parentType.name}.${field.name}`
     // Per property, like options over extensions over SDL: 'Type.field' refines '*.field'.
@@ -163,7 +188,7 @@ export class CostModel {
     const namedType = getNamedType(field.type)
     const explicit =
       configured?.weight ??
-      extensionWeight(field.extensions) ??
+      extensionWeight(field.extensions, coordinate) ??
       this.directiveWeight(field.astNode, undefined)
     const weight = explicit ?? this.returnedTypeWeight(namedType)
     const listSize =
@@ -177,13 +202,18 @@ export class CostModel {
       weight,
       listSize: listSize === undefined ? undefined : resolveListSize(coordinate, listSize),
       weightedArguments,
+      annotated:
+        explicit !== undefined ||
+        listSize !== undefined ||
+        weightedArguments.length > 0 ||
+        this.returnsWeightedType(namedType),
     }
   }
 
   private weightedArgument(fieldCoordinate: string, arg: GraphQLArgument): WeightedInput | undefined {
     const weight =
       this.costMap[`${fieldCoordinate}(${arg.name}:)`]?.weight ??
-      extensionWeight(arg.extensions) ??
+      extensionWeight(arg.extensions, `${fieldCoordinate}(${arg.name}:)`) ??
       this.directiveWeight(arg.astNode, undefined) ??
       0
     const children = this.inputObjectWeights(getNamedType(arg.type))
@@ -246,7 +276,7 @@ export class CostModel {
   private inputFieldWeight(typeName: string, inputField: GraphQLInputField): number {
     return (
       this.costMap[`${typeName}.${inputField.name}`]?.weight ??
-      extensionWeight(inputField.extensions) ??
+      extensionWeight(inputField.extensions, `${typeName}.${inputField.name}`) ??
       this.directiveWeight(inputField.astNode, undefined) ??
       0
     )
@@ -276,13 +306,25 @@ export class CostModel {
 
 type DirectableNode = Parameters<typeof getDirectiveValues>[1]
 
+/** `extensions.cost` of the element at `coordinate`: a weight, or `{ weight }` (a misspelt key is refused). */
 function extensionWeight(
   extensions: Readonly<Record<string, unknown>> | null | undefined,
+  coordinate: string,
 ): number | undefined {
   const cost = extensions?.cost
   if (cost === undefined) return undefined
-  const weight = typeof cost === 'object' && cost !== null ? (cost as { weight?: unknown }).weight : cost
-  return weightValue(weight, 'extensions.cost')
+  const option = `extensions.cost on ${coordinate}`
+  if (typeof cost !== 'object' || cost === null) return weightValue(cost, option)
+  for (const key of Object.keys(cost)) {
+    if (key === 'weight') continue
+    const hint =
+      closestName(key, ['weight']) === undefined ? 'its one key is weight' : 'did you mean "weight"?'
+    throw new TollboothError(
+      ErrorCodes.INVALID_OPTION,
+      `${OWNER}: unknown key "${key}" in ${option} (${hint})`,
+    )
+  }
+  return weightValue((cost as { weight?: unknown }).weight, `${option}: weight`)
 }
 
 function extensionListSize(extensions: Readonly<Record<string, unknown>> | null | undefined) {

@@ -212,18 +212,11 @@ function priceDefinition(
   // Arguments are read even when nothing is priced by them: a null for a non-null argument cannot be priced.
   const values = field.args.length === 0 ? NO_ARGUMENTS : getArgumentValues(field, node, run.variables)
   const cost = run.model.field(parentType, field)
-  const size = groupListSize(run, group, ownListSize(run, cost, field, values))
+  const size = groupListSize(run, group, ownListSize(run.settings, cost, field, values))
   const multiplier = size?.size ?? 1
   const argumentsCost = weightedInputCost(cost.weightedArguments, values)
   const mutationCost = parentType === run.mutationType ? run.settings.mutationCost : 0
-  // A list of size 0 still ran its resolver: the field's own weight is charged once. A size of Infinity (a Float
-  // slicing argument of 1e309) costs Infinity, even for weightless items (where the product would be NaN).
-  const valueCost =
-    multiplier === 0
-      ? cost.weight
-      : multiplier === Number.POSITIVE_INFINITY
-        ? multiplier
-        : (cost.weight + childrenCost) * multiplier
+  const valueCost = sizedValueCost(cost.weight, childrenCost, multiplier)
   return {
     childrenCost,
     argumentsCost,
@@ -233,6 +226,16 @@ function priceDefinition(
     weight: cost.weight,
     total: valueCost + argumentsCost + mutationCost,
   }
+}
+
+/**
+ * `(weight + children) × size`. A list of size 0 still ran its resolver: the field's own weight is charged once. A
+ * size of Infinity (a Float slicing argument of 1e309) costs Infinity, even for weightless items (where the product
+ * would be NaN).
+ */
+export function sizedValueCost(weight: number, childrenCost: number, size: number): number {
+  if (size === 0) return weight
+  return size === Number.POSITIVE_INFINITY ? size : (weight + childrenCost) * size
 }
 
 /** The largest size any node of the group gets (merged nodes have the same arguments, but may sit under other parents). */
@@ -262,7 +265,7 @@ function sizedByParents(run: EstimateRun, parents: readonly SizingParent[]): Lis
     let size = run.parentSizes.get(parent)
     if (size === undefined) {
       const parentArgs = getArgumentValues(parent.field, parent.node, run.variables)
-      const own = listSizeOf(run, parent.cost.listSize, parentArgs)
+      const own = listSizeOf(run.settings, parent.cost.listSize, parentArgs)
       size = { size: own.size, source: `sizedFields of ${parent.field.name}: ${own.source}` }
       run.parentSizes.set(parent, size)
     }
@@ -272,8 +275,9 @@ function sizedByParents(run: EstimateRun, parents: readonly SizingParent[]): Lis
   return largest as ListSize
 }
 
-function ownListSize(
-  run: EstimateRun,
+/** The size of a list field from its own `@listSize` and arguments; none for a field that is not a list. */
+export function ownListSize(
+  settings: CostSettings,
   cost: FieldCost,
   field: GraphQLField<unknown, unknown>,
   args: Record<string, unknown>,
@@ -281,7 +285,7 @@ function ownListSize(
   const depth = listDepth(field.type)
   // A connection (sizedFields) is one object; the size goes to its children.
   if (depth === 0 || cost.listSize?.sizedFields !== undefined) return undefined
-  const size = listSizeOf(run, cost.listSize, args)
+  const size = listSizeOf(settings, cost.listSize, args)
   // [[T]] without a slicing argument: every level may hold that many items.
   return depth === 1 ? size : { size: size.size ** depth, source: `${size.source}, ^${depth} (nested lists)` }
 }
@@ -293,7 +297,7 @@ function ownListSize(
  * as an empty list. Priced as an unsliced call, it is refunded down to what the response really held.
  */
 function listSizeOf(
-  run: EstimateRun,
+  settings: CostSettings,
   listSize: ResolvedListSize | undefined,
   args: Readonly<Record<string, unknown>>,
 ): ListSize {
@@ -307,7 +311,7 @@ function listSizeOf(
   }
   if (largest !== undefined) return largest
   if (listSize?.assumedSize !== undefined) return { size: listSize.assumedSize, source: 'assumedSize' }
-  return { size: run.settings.defaultListSize, source: 'defaultListSize' }
+  return { size: settings.defaultListSize, source: 'defaultListSize' }
 }
 
 function listDepth(type: GraphQLType): number {

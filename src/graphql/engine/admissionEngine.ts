@@ -144,7 +144,8 @@ export class AdmissionEngine {
   schemaChanged(schema: GraphQLSchema): void {
     const model = this.analyzer.model(schema)
     this.fieldLimits.validate(schema)
-    if (this.instrumented.has(schema)) return
+    // An operation priced by estimators pays its price, whatever ran: its resolvers have no work to report.
+    if (this.instrumented.has(schema) || this.analyzer.pricedByEstimators) return
     instrumentResolvers(
       schema,
       model,

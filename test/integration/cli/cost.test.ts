@@ -2,11 +2,11 @@
  * `tollbooth cost`, spawned as a user runs it (the package's bin, built by `pretest`), against the fixtures in
  * test/fixtures/cost/. Every expected number is worked out by hand from the cost model in the README.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { tollbooth as run } from './bin.js'
+import { REPO_ROOT, tollbooth as run } from './bin.js'
 
 const FIXTURES = 'test/fixtures/cost'
 
@@ -201,5 +201,60 @@ describe('tollbooth cost: the directives a schema does not declare', () => {
     expect(run.code).toBe(0)
     // items: 7 × weight 2 = 14
     expect(run.stdout.split('\n')[0]).toBe('total cost: 14')
+  })
+})
+
+describe('tollbooth cost --schema <module>: a schema built in code', () => {
+  it('prices code-first-schema.mjs, schema.graphql with extensions for directives, as schema.graphql', async () => {
+    const args = [`${FIXTURES}/query.graphql`, '--variables', `${FIXTURES}/variables.json`]
+    const codeFirst = await tollbooth('cost', '--schema', `${FIXTURES}/code-first-schema.mjs`, ...args)
+    expect(codeFirst.stderr).toBe('')
+    expect(codeFirst.code).toBe(0)
+    // The numbers of the SDL run above: users 21 + repo 28, the author's extensions.cost 3
+    expect(codeFirst.stdout.split('\n')[0]).toBe('total cost: 49')
+    expect(codeFirst.stdout).toContain(
+      '      IssueConnection.edges  25  = 5 × (1 + 4)  [size: sizedFields of issues: slicing argument first = 5]',
+    )
+    const sdl = await tollbooth('cost', '--schema', `${FIXTURES}/schema.graphql`, ...args)
+    expect(codeFirst.stdout).toBe(sdl.stdout)
+    // --config wins over extensions as over SDL: author 10, 123 (see above)
+    const configured = await tollbooth(
+      'cost',
+      '--schema',
+      `${FIXTURES}/code-first-schema.mjs`,
+      `${FIXTURES}/query.graphql`,
+      '--config',
+      `${FIXTURES}/config.mjs`,
+      '--json',
+    )
+    expect(JSON.parse(configured.stdout)).toMatchObject({ total: 123, charged: 123 })
+  })
+
+  it('a schema of another copy of graphql is refused, naming both copies', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollbooth-cost-graphql-copy-'))
+    try {
+      const theirs = join(dir, 'node_modules', 'graphql')
+      mkdirSync(theirs, { recursive: true })
+      cpSync(join(REPO_ROOT, 'node_modules', 'graphql'), theirs, { recursive: true })
+      const schema = join(dir, 'schema.mjs')
+      writeFileSync(
+        schema,
+        "import { buildSchema } from 'graphql'\nexport const schema = buildSchema('type Query { a: Int }')\n",
+      )
+      const ours = join(REPO_ROOT, 'node_modules', 'graphql')
+      const { version } = JSON.parse(readFileSync(join(ours, 'package.json'), 'utf8')) as { version: string }
+      const refused = await tollbooth('cost', '--schema', schema, `${FIXTURES}/typename.graphql`)
+      expect(refused).toEqual({
+        code: 1,
+        stdout: '',
+        stderr:
+          `tollbooth cost: ${schema}: its schema was built with another copy of graphql than the one tollbooth ` +
+          `uses (graphql@${version} at ${theirs}, not graphql@${version} at ${ours}); graphql cannot read a schema ` +
+          'across copies: install one graphql for both (npm dedupe), or run the tollbooth installed next to the ' +
+          'schema\n',
+      })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -926,7 +926,7 @@ describe('CostAnalyzer: unknown option keys', () => {
     const pluginOptions = { maxCost: 100, mutationCost: 5 }
     expect(refusal(() => new CostAnalyzer(pluginOptions)).message).toBe(
       'useTollbooth: unknown option "maxCost" (known options: costs, defaultListSize, mutationCost, ' +
-        'introspectionCost, maxFieldVisits)',
+        'introspectionCost, maxFieldVisits, estimators)',
     )
   })
 

@@ -4,7 +4,7 @@
  * in its AST and tollbooth would silently price every field at the defaults: the cost model refuses it instead, and
  * says what to add. Checked through `CostAnalyzer` and through a real Yoga server's startup.
  */
-import { buildSchema, parse } from 'graphql'
+import { buildSchema, GraphQLInt, GraphQLObjectType, GraphQLSchema, parse } from 'graphql'
 import { createSchema, createYoga } from 'graphql-yoga'
 import { describe, expect, it } from 'vitest'
 import { ErrorCodes } from '../../../../src/core/errors.js'
@@ -119,5 +119,38 @@ describe('a schema using the cost directives without defining them', () => {
     }
     expect(body.data).toEqual({ a: 1, users: [] })
     expect(body.extensions.cost.requestedQueryCost).toBe(9)
+  })
+})
+
+describe('extensions.cost, checked as options are', () => {
+  const withCost = (cost: unknown) =>
+    new GraphQLSchema({
+      query: new GraphQLObjectType({
+        name: 'Query',
+        fields: { a: { type: GraphQLInt, extensions: { cost } } },
+      }),
+    })
+  const price = (cost: unknown) =>
+    new CostAnalyzer().estimate({ schema: withCost(cost), document: parse('{ a }') })
+
+  it('reads a number and { weight }', () => {
+    expect(price(4)).toBe(4)
+    expect(price({ weight: 6 })).toBe(6)
+  })
+
+  it('refuses a misspelt or unknown key, and a weight that is not a number, naming the coordinate', () => {
+    expect(refusal(() => price({ wieght: 2 }))).toEqual({
+      code: ErrorCodes.INVALID_OPTION,
+      message: 'useTollbooth: unknown key "wieght" in extensions.cost on Query.a (did you mean "weight"?)',
+    })
+    expect(refusal(() => price({ weight: 2, multipliers: ['first'] }))?.message).toBe(
+      'useTollbooth: unknown key "multipliers" in extensions.cost on Query.a (its one key is weight)',
+    )
+    expect(refusal(() => price('2'))?.message).toBe(
+      'useTollbooth: "extensions.cost on Query.a" must be a non-negative finite number, got "2"',
+    )
+    expect(refusal(() => price({ weight: -1 }))?.message).toBe(
+      'useTollbooth: "extensions.cost on Query.a: weight" must be a non-negative finite number, got -1',
+    )
   })
 })

@@ -1,0 +1,118 @@
+import type { IncomingMessage } from 'node:http'
+import type { CanActivate, ExecutionContext } from '@nestjs/common'
+import { Reflector } from '@nestjs/core'
+import type { RateLimiter } from '../core/rateLimiter.js'
+import { type RateLimitResult, rateLimitCheck } from '../http/rateLimit.js'
+import {
+  limiterNamed,
+  OWNER,
+  type ResolvedGuardOptions,
+  resolveGuardOptions,
+  type TollboothGuardOptions,
+} from './guardOptions.js'
+import { exchangeOf } from './nestHttp.js'
+import {
+  isSkipped,
+  RATE_LIMIT_METADATA,
+  type RouteLimitMetadata,
+  type RouteRateLimit,
+} from './rateLimitDecorators.js'
+import { RateLimitedException } from './rateLimitedException.js'
+import type { NestHttpRequest, RouteCost } from './routeCost.js'
+
+/** The Nest request and context of a Node request, set just before the check reads them (one symbol, no WeakMap). */
+const NEST = Symbol('tollbooth.nestjs.request')
+type BoundRequest = IncomingMessage & { [NEST]?: { request: unknown; context: ExecutionContext } }
+const nestOf = (raw: BoundRequest) => raw[NEST] as { request: unknown; context: ExecutionContext }
+
+type Check = (raw: BoundRequest) => Promise<RateLimitResult>
+
+/**
+ * A Nest guard spending from a rate limit budget for each HTTP request it runs for: globally
+ * (`{ provide: APP_GUARD, useValue: new TollboothGuard(options) }`), or per controller or handler
+ * (`@UseGuards(guard)`). A route spends from the limiter its `@RateLimit` names (the handler's over its
+ * controller's), else from `default`; `@SkipRateLimit()` exempts it. An admitted request goes on with the RateLimit
+ * fields on its response; a refused one never reaches the handler: the guard sets `Retry-After`, the RateLimit
+ * fields and the problem+json Content-Type, and throws a `RateLimitedException` (429, or 400 for a cost no budget
+ * can hold) for Nest's exception layer to answer. Other execution contexts (GraphQL resolvers, WebSocket gateways,
+ * microservices) are let through untouched: tollbooth/graphql and tollbooth/ws guard those.
+ */
+export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
+  readonly #options: ResolvedGuardOptions
+  readonly #reflector = new Reflector()
+  readonly #fallback: Check | undefined
+  /** The check of each `@RateLimit`, built on the first request of a route that carries it. */
+  readonly #checks = new WeakMap<RouteRateLimit, Check>()
+
+  /** Checks every option now: an unknown key or a wrong value throws `TOLLBOOTH_ERR_INVALID_OPTION`. */
+  constructor(options: TollboothGuardOptions<Req>) {
+    this.#options = resolveGuardOptions(options)
+    const { fallback } = this.#options
+    this.#fallback = fallback === undefined ? undefined : this.#checkOf(fallback, undefined)
+  }
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (context.getType() !== 'http') return true
+    const check = this.#routeCheck(context)
+    if (check === undefined) return true
+    const http = context.switchToHttp()
+    const request: unknown = http.getRequest()
+    const exchange = exchangeOf(OWNER, request, http.getResponse())
+    const raw = exchange.raw as BoundRequest
+    raw[NEST] = { request, context }
+    const result = await check(raw)
+    if ('allowed' in result) {
+      exchange.addHeaders(result.headers)
+      return true
+    }
+    exchange.prepareRefusal(result)
+    throw new RateLimitedException(result)
+  }
+
+  /** The check of the route `context` runs, or undefined when it is not limited. */
+  #routeCheck(context: ExecutionContext): Check | undefined {
+    const metadata = this.#reflector.getAllAndOverride<RouteLimitMetadata | undefined>(RATE_LIMIT_METADATA, [
+      context.getHandler(),
+      context.getClass(),
+    ])
+    if (metadata === undefined) return this.#fallback
+    if (isSkipped(metadata)) return undefined
+    let check = this.#checks.get(metadata)
+    if (check === undefined) {
+      const limiter =
+        typeof metadata.limiter === 'string'
+          ? limiterNamed(metadata.limiter, this.#options.limiters, `@RateLimit('${metadata.limiter}')`)
+          : metadata.limiter
+      check = this.#checkOf(limiter, metadata.cost)
+      this.#checks.set(metadata, check)
+    }
+    return check
+  }
+
+  #checkOf(limiter: RateLimiter, routeCost: RouteCost<unknown> | undefined): Check {
+    const { identify, skip } = this.#options
+    const cost = routeCost ?? this.#options.cost
+    return rateLimitCheck<BoundRequest>({
+      limiter,
+      identify: (raw) => {
+        const { request, context } = nestOf(raw)
+        return identify(raw, request, context)
+      },
+      // A number stays a number: rateLimitCheck then decides a memory store's request without a promise.
+      cost:
+        typeof cost === 'function'
+          ? (raw) => {
+              const { request, context } = nestOf(raw)
+              return cost(request, context)
+            }
+          : cost,
+      skip:
+        skip === undefined
+          ? undefined
+          : (raw) => {
+              const { request, context } = nestOf(raw)
+              return skip(request, context)
+            },
+    })
+  }
+}
