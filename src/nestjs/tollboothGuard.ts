@@ -2,7 +2,8 @@ import type { IncomingMessage } from 'node:http'
 import type { CanActivate, ExecutionContext } from '@nestjs/common'
 import { Reflector } from '@nestjs/core'
 import type { RateLimiter } from '../core/rateLimiter.js'
-import { type RateLimitResult, rateLimitCheck } from '../http/rateLimit.js'
+import { rateLimitHeaders } from '../core/rateLimitHeaders.js'
+import { chargeOf, type RateLimitAllowed, type RateLimitResult, rateLimitCheck } from '../http/rateLimit.js'
 import {
   limiterNamed,
   OWNER,
@@ -10,7 +11,7 @@ import {
   resolveGuardOptions,
   type TollboothGuardOptions,
 } from './guardOptions.js'
-import { exchangeOf } from './nestHttp.js'
+import { exchangeOf, type NestExchange } from './nestHttp.js'
 import {
   isSkipped,
   RATE_LIMIT_METADATA,
@@ -22,7 +23,13 @@ import type { NestHttpRequest, RouteCost } from './routeCost.js'
 
 /** The Nest request and context of a Node request, set just before the check reads them (one symbol, no WeakMap). */
 const NEST = Symbol('tollbooth.nestjs.request')
-type BoundRequest = IncomingMessage & { [NEST]?: { request: unknown; context: ExecutionContext } }
+/** What each TollboothGuard admitted the request with, in the order they ran (as many entries as guards). */
+const ADMITTED = Symbol('tollbooth.nestjs.admitted')
+type BoundRequest = IncomingMessage & {
+  [NEST]?: { request: unknown; context: ExecutionContext }
+  // biome-ignore lint/suspicious/noExplicitAny: guards of any request type share the request.
+  [ADMITTED]?: Map<TollboothGuard<any>, RateLimitAllowed>
+}
 const nestOf = (raw: BoundRequest) => raw[NEST] as { request: unknown; context: ExecutionContext }
 
 type Check = (raw: BoundRequest) => Promise<RateLimitResult>
@@ -59,12 +66,19 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
     const request: unknown = http.getRequest()
     const exchange = exchangeOf(OWNER, request, http.getResponse())
     const raw = exchange.raw as BoundRequest
+    const admitted = raw[ADMITTED] ?? new Map()
+    raw[ADMITTED] = admitted
+    // The same guard twice on one route (as APP_GUARD and in @UseGuards) decides once.
+    if (admitted.has(this)) return true
     raw[NEST] = { request, context }
     const result = await check(raw)
     if ('allowed' in result) {
       exchange.addHeaders(result.headers)
+      admitted.set(this, result)
       return true
     }
+    // The request never reaches its handler: what the guards before this one spent on it is given back.
+    await refundAll(admitted.values(), exchange)
     exchange.prepareRefusal(result)
     throw new RateLimitedException(result)
   }
@@ -115,4 +129,24 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
             },
     })
   }
+}
+
+/**
+ * Gives back what each admission spent, and sends each budget's `RateLimit` item as it stands after its refund (an
+ * item replaces its namesake). A store that fails leaves its charge spent, as at the door, and its item as it was.
+ */
+async function refundAll(admissions: Iterable<RateLimitAllowed>, exchange: NestExchange): Promise<void> {
+  const refunds: Promise<void>[] = []
+  for (const admission of admissions) {
+    const charge = chargeOf(admission)
+    if (charge === undefined) continue
+    const { limiter, key, cost } = charge
+    refunds.push(
+      limiter.refund(key, cost).then((decision) => {
+        const { RateLimit } = rateLimitHeaders(decision, limiter.policy)
+        if (RateLimit !== undefined) exchange.addHeaders({ RateLimit })
+      }),
+    )
+  }
+  await Promise.allSettled(refunds)
 }

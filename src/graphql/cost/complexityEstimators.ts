@@ -1,5 +1,12 @@
 import { createRequire } from 'node:module'
-import type { DocumentNode, FieldNode, GraphQLCompositeType, GraphQLField, GraphQLSchema } from 'graphql'
+import {
+  type DocumentNode,
+  type FieldNode,
+  type GraphQLCompositeType,
+  GraphQLError,
+  type GraphQLField,
+  type GraphQLSchema,
+} from 'graphql'
 import { ErrorCodes, invalidOption, TollboothError } from '../../core/errors.js'
 import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
 
@@ -39,7 +46,12 @@ const OWNER = GRAPHQL_OPTIONS_OWNER
 
 /** The `estimators` option, checked: a non-empty list of functions. */
 export function checkEstimators(value: unknown): readonly ComplexityEstimator[] {
-  if (!Array.isArray(value) || value.length === 0 || !value.every((item) => typeof item === 'function')) {
+  // By index: `every` skips the holes of a sparse array (`[, fieldExtensionsEstimator()]`).
+  if (
+    !Array.isArray(value) ||
+    value.length === 0 ||
+    !Array.from(value).every((item) => typeof item === 'function')
+  ) {
     throw invalidOption(
       OWNER,
       'estimators',
@@ -48,6 +60,30 @@ export function checkEstimators(value: unknown): readonly ComplexityEstimator[] 
     )
   }
   return Object.freeze([...value])
+}
+
+/**
+ * A user's estimator, held to what a price can be: a field it prices below 0 (`args.count * childComplexity` with a
+ * negative `count`) would lower the sum of its siblings, so it refuses the operation, as does an estimator that
+ * throws; both as GraphQLErrors, which the plugin answers as an operation it cannot price (400). What it throws as a
+ * GraphQLError is kept as is; anything else is not shown to the client.
+ */
+export function guardedEstimator(estimator: ComplexityEstimator): ComplexityEstimator {
+  return (args) => {
+    let value: ReturnType<ComplexityEstimator>
+    try {
+      value = estimator(args)
+    } catch (error) {
+      if (error instanceof GraphQLError) throw error
+      throw new GraphQLError(`an estimator failed on ${args.type.name}.${args.field.name}.`, {
+        originalError: error as Error,
+      })
+    }
+    if (typeof value === 'number' && value < 0) {
+      throw new GraphQLError(`an estimator priced ${args.type.name}.${args.field.name} at ${value}, below 0.`)
+    }
+    return value
+  }
 }
 
 /**

@@ -224,7 +224,8 @@ export class CostAnalyzer {
    */
   private priceByEstimators(pricing: EstimatorPricing, input: OperationInput): PricedOperation {
     const model = this.model(input.schema)
-    const key = estimatorCacheKey(input.operationName, input.variables)
+    const operation = selectOperation(input.document, input.operationName)
+    const key = operation === undefined ? undefined : estimatorCacheKey(operation, input.variables)
     let cost = pricing.cached(model, input.document, key)
     if (cost === undefined) {
       cost = this.price(model, this.documentEntry(model, input.document).plan, input)

@@ -1,15 +1,15 @@
 import type { DocumentNode, OperationDefinitionNode } from 'graphql'
-import { type ComplexityEstimator, loadGetComplexity } from './complexityEstimators.js'
+import { type ComplexityEstimator, guardedEstimator, loadGetComplexity } from './complexityEstimators.js'
 import { directiveModelEstimator, introspectionEstimator } from './costDirectiveEstimator.js'
 import type { CostModel } from './costModel.js'
 import type { CostSettings } from './estimator.js'
 import type { IncrementalPayload } from './incrementalCount.js'
 import type { IntrospectionRun } from './introspectionCost.js'
 
-/** Prices per document: one per distinct operation name and variables. */
-const MAX_PRICES_PER_DOCUMENT = 64
+/** Prices per document: one per distinct operation name and values of its declared variables. */
+const MAX_PRICES_PER_DOCUMENT = 16
 /** Variables longer than this (as JSON) are not cached on: the key would cost more than the estimate. */
-const MAX_CACHE_KEY_LENGTH = 1024
+const MAX_CACHE_KEY_LENGTH = 256
 
 /** What `CostAnalyzer` needs of an operation to price it with estimators. */
 export interface EstimatedOperation {
@@ -23,8 +23,10 @@ export interface EstimatedOperation {
  * and the fields the cost directives annotate first, priced as the cost model prices them (see
  * costDirectiveEstimator.ts), then the user's, the first to answer a number pricing the field, as
  * graphql-query-complexity chains them. The number is the one `getComplexity`
- * gives with that chain. Prices are cached per document, operation name and variables (estimators are handed no
- * request context, so nothing else can change a price).
+ * gives with that chain, except that what cannot be a price refuses the operation: a user's estimator answering
+ * below 0 for a field (a negative `count` in `count * childComplexity` would lower its siblings' sum) or throwing.
+ * Prices are cached per document, operation name and values of the operation's declared variables (estimators are
+ * handed no request context, so nothing else can change a price).
  */
 export class EstimatorPricing {
   private readonly getComplexity = loadGetComplexity()
@@ -76,20 +78,28 @@ export class EstimatorPricing {
   private chainOf(model: CostModel): ComplexityEstimator[] {
     let chain = this.chains.get(model)
     if (chain === undefined) {
-      chain = [directiveModelEstimator(model, this.settings), ...this.estimators]
+      chain = [directiveModelEstimator(model, this.settings), ...this.estimators.map(guardedEstimator)]
       this.chains.set(model, chain)
     }
     return chain
   }
 }
 
-/** The cache key of an operation's name and raw variables; undefined when too long to key on. */
+/**
+ * The cache key of an operation: its name and the raw values of the variables it declares (getComplexity coerces
+ * no others); undefined when too long to key on.
+ */
 export function estimatorCacheKey(
-  operationName: string | null | undefined,
+  operation: OperationDefinitionNode,
   variables: Readonly<Record<string, unknown>> | null | undefined,
 ): string | undefined {
-  const key = `${operationName ?? ''}\u0000${JSON.stringify(variables ?? {})}`
-  return key.length > MAX_CACHE_KEY_LENGTH ? undefined : key
+  let key = operation.name?.value ?? ''
+  for (const definition of operation.variableDefinitions ?? []) {
+    const value = variables?.[definition.variable.name.value]
+    key += `\u0000${value === undefined ? '' : (JSON.stringify(value) ?? '')}`
+    if (key.length > MAX_CACHE_KEY_LENGTH) return undefined
+  }
+  return key
 }
 
 /**

@@ -273,7 +273,10 @@ describe('graphql-query-complexity estimators as the cost source', () => {
         message: expect.stringContaining('sizedFields:), found on Query.posts'),
       }),
     )
-    for (const wrong of [[], [42], simpleEstimator({ defaultComplexity: 1 })]) {
+    // A sparse list: index 1 is a hole, which Array.prototype.every would skip.
+    const sparse: ComplexityEstimator[] = [fieldExtensionsEstimator()]
+    sparse[2] = simpleEstimator({ defaultComplexity: 1 })
+    for (const wrong of [[], [42], simpleEstimator({ defaultComplexity: 1 }), sparse]) {
       expect(() => new CostAnalyzer({ estimators: wrong as never })).toThrow(
         expect.objectContaining({
           code: 'TOLLBOOTH_ERR_INVALID_OPTION',
@@ -281,6 +284,21 @@ describe('graphql-query-complexity estimators as the cost source', () => {
         }),
       )
     }
+  })
+
+  it('keeps one price per value of the variables the operation declares, whatever else the request sends', () => {
+    let postPriced = 0
+    const counting: ComplexityEstimator = ({ field }) => {
+      if (field.name === 'post') postPriced++
+    }
+    const analyzer = new CostAnalyzer({ estimators: [counting, ...estimators()] })
+    const document = parse('query($id: ID!) { post(id: $id) { title } }')
+    for (let i = 0; i < 20; i++) {
+      expect(analyzer.estimate({ schema, document, variables: { id: '1', [`unused${i}`]: i } })).toBe(2)
+    }
+    expect(postPriced).toBe(1)
+    for (let i = 0; i < 5; i++) analyzer.estimate({ schema, document, variables: { id: String(i + 2) } })
+    expect(postPriced).toBe(6)
   })
 
   it('refuses an operation with a field no estimator prices, as getComplexity does', () => {
@@ -339,6 +357,55 @@ describe.each(graphqlServerDrivers)('$name with estimators', (driver) => {
       expect((await server.post(CHEAPEST, shortHeaders)).body.extensions?.cost?.actualQueryCost).toBe(2)
       expect((await server.post(body, shortHeaders)).status, entry.name).toBe(429)
     }
+  })
+
+  it('refuses an operation an estimator prices below 0, which would lower the price of the fields beside it', async () => {
+    const calls: Calls = { comments: 0 }
+    const schema = codeFirstSchema(calls)
+    const limiter = tokenBucket({
+      name: 'neg',
+      store: new MemoryStore(),
+      capacity: 100,
+      refillPerSecond: 0.001,
+    })
+    const server = await driver.start({ limiter, estimators: estimators() }, { served: { schema, calls } })
+    // getComplexity: 1000 × 2 + (−1000) × 2 = 0, so 2,000 points of posts for the minimum cost of 1.
+    const query = '{ big: posts(count: 1000) { id title } cancel: posts(count: -1000) { id title } }'
+    expect(complexityOf(schema, { name: 'negative', query })).toBe(0)
+    const refused = await server.post({ query })
+    expect(refused.status).toBe(400)
+    expect(refused.body.data ?? null).toBeNull()
+    expect(refused.body.errors?.[0]?.extensions?.code).toBe('COST_LIMIT_EXCEEDED')
+    expect(refused.body.errors?.[0]?.message).toContain('an estimator priced Query.posts at -2000, below 0')
+    // The refusal spent minCost (1), as every refused operation does: the next 2-point operation leaves 97 of 100.
+    const next = await server.post(CHEAPEST)
+    expect(next.body.extensions?.cost?.throttleStatus?.currentlyAvailable).toBe(97)
+  })
+
+  it('refuses with 400 an operation an estimator fails on, without showing what it threw', async () => {
+    const calls: Calls = { comments: 0 }
+    const schema = codeFirstSchema(calls)
+    const failing: ComplexityEstimator = ({ field }) => {
+      if (field.name === 'comments') throw new Error('secret: db password')
+    }
+    const limiter = tokenBucket({
+      name: 'fail',
+      store: new MemoryStore(),
+      capacity: 100,
+      refillPerSecond: 0.001,
+    })
+    const server = await driver.start(
+      { limiter, estimators: [failing, ...estimators()] },
+      { served: { schema, calls } },
+    )
+    const refused = await server.post({ query: '{ posts(count: 2) { comments { id } } }' })
+    expect(refused.status).toBe(400)
+    expect(refused.body.errors?.[0]?.extensions?.code).toBe('COST_LIMIT_EXCEEDED')
+    expect(refused.body.errors?.[0]?.message).toContain('an estimator failed on Post.comments')
+    expect(JSON.stringify(refused.body)).not.toContain('secret')
+    expect(calls.comments).toBe(0)
+    // The refusal spent minCost (1), then 2.
+    expect((await server.post(CHEAPEST)).body.extensions?.cost?.throttleStatus?.currentlyAvailable).toBe(97)
   })
 
   it('keeps the whole price of a list that returned fewer items than its estimator assumed', async () => {

@@ -149,7 +149,7 @@ describe.each(nestPlatforms)('TollboothGuard on %s', (platform) => {
     expect(await statuses(`${server.url}/open`, 2)).toEqual([200, 200])
   })
 
-  it('a global guard and a @UseGuards guard: a route spends from both, its response carries both budgets’ items', async () => {
+  it('a global guard and a @UseGuards guard: a route spends from both, its response carries both budgets’ items; what the second refuses gets the first’s spend back', async () => {
     const global = slowBucket('global', 5)
     const reports = slowBucket('reports', 1)
     @UseGuards(new TollboothGuard({ default: reports }))
@@ -160,8 +160,15 @@ describe.each(nestPlatforms)('TollboothGuard on %s', (platform) => {
         return []
       }
     }
+    @Controller('elsewhere')
+    class ElsewhereController {
+      @Get()
+      get() {
+        return []
+      }
+    }
     @Module({
-      controllers: [ReportsController],
+      controllers: [ReportsController, ElsewhereController],
       providers: [{ provide: APP_GUARD, useValue: new TollboothGuard({ default: global }) }],
     })
     class AppModule {}
@@ -172,13 +179,35 @@ describe.each(nestPlatforms)('TollboothGuard on %s', (platform) => {
       'ratelimit-policy': `"${global.name}";q=5;w=500, "${reports.name}";q=1;w=100`,
       ratelimit: `"${global.name}";r=4;t=100, "${reports.name}";r=0;t=100`,
     })
-    const refused = await fetch(`${server.url}/reports`)
-    expect(refused.status).toBe(429)
-    // The global guard ran first and spent; the controller's refused.
-    expect(limitHeaders(refused)).toMatchObject({
-      ratelimit: `"${global.name}";r=3;t=100, "${reports.name}";r=0;t=100`,
-      'retry-after': '100',
-    })
+    for (let i = 0; i < 3; i++) {
+      const refused = await fetch(`${server.url}/reports`)
+      expect(refused.status).toBe(429)
+      // The global guard ran first and spent; the controller's refused, and the global spend was given back.
+      expect(limitHeaders(refused)).toMatchObject({
+        ratelimit: `"${global.name}";r=4;t=100, "${reports.name}";r=0;t=100`,
+        'retry-after': '100',
+      })
+    }
+    // Where only the global guard runs, its budget reads as the one admitted request left it.
+    const elsewhere = await fetch(`${server.url}/elsewhere`)
+    expect(limitHeaders(elsewhere).ratelimit).toBe(`"${global.name}";r=3;t=100`)
+  })
+
+  it('the same guard as APP_GUARD and in @UseGuards decides once: 3 of capacity 3 admitted, not 1', async () => {
+    const api = slowBucket('api', 3)
+    const guard = new TollboothGuard({ default: api })
+    @UseGuards(guard)
+    @Controller('twice')
+    class TwiceController {
+      @Get()
+      get() {
+        return []
+      }
+    }
+    @Module({ controllers: [TwiceController], providers: [{ provide: APP_GUARD, useValue: guard }] })
+    class AppModule {}
+    const server = await serve(AppModule)
+    expect(await statuses(`${server.url}/twice`, 5)).toEqual([200, 200, 200, 429, 429])
   })
 
   it('@SkipRateLimit on a controller and on a handler: 4 of 4 admitted without RateLimit fields; a handler’s @RateLimit in a skipped controller is limited (1 of 3)', async () => {
