@@ -55,9 +55,10 @@ a per-field breakdown: each field's weight, its list multiplier and where that s
 
 Options:
   --schema <schema.graphql>   the schema (required): its SDL, where the cost directives it uses without
-                              declaring them are added; or a .js, .mjs or .cjs module exporting a GraphQLSchema
-                              built in code (as its default export or as "schema", or a function returning
-                              one), whose extensions.cost and extensions.listSize are read
+                              declaring them are added; or a .js, .mjs or .cjs module (.ts, .mts, .cts under
+                              a TypeScript loader) exporting a GraphQLSchema built in code (as its default
+                              export or as "schema", or a function returning one), whose extensions.cost and
+                              extensions.listSize are read
   --variables <vars.json>     the operation's variables, a JSON object
   --operation <name>          the operation to price, when the document holds several
   --config <file>             the cost options given to useTollbooth: a .js or .mjs module's default export,
@@ -109,8 +110,12 @@ async function price(values: CostFlags, queryFile: string): Promise<string> {
     try {
       explanation = analyzer.explain({ schema, document, operationName: values.operation, variables })
     } catch (error) {
-      if (error instanceof GraphQLError)
-        throw new InputError(`${values.variables ?? 'variables'}: ${error.message}`)
+      // graphql-js words every refused variable `Variable "$name" …`; anything else is the query's (a field no
+      // estimator prices, a cost that is not a finite number).
+      if (error instanceof GraphQLError) {
+        const about = error.message.startsWith('Variable "$') ? (values.variables ?? 'variables') : queryFile
+        throw new InputError(`${about}: ${error.message}`)
+      }
       throw error
     }
     // What the plugin charges: never less than minCost.
@@ -140,7 +145,9 @@ async function readText(file: string): Promise<string> {
 }
 
 /** A module (`--schema schema.mjs`) holds a schema built in code; any other file is SDL. */
-const SCHEMA_MODULE = /\.(?:js|mjs|cjs)$/
+const SCHEMA_MODULE = /\.(?:js|mjs|cjs|ts|mts|cts)$/
+/** TypeScript, which Node 20 does not load by itself. */
+const TYPESCRIPT_MODULE = /\.(?:ts|mts|cts)$/
 
 /**
  * Builds the schema. The definitions of tollbooth's directives the SDL does not declare itself are added (so a schema
@@ -185,6 +192,14 @@ async function loadSchemaModule(file: string): Promise<GraphQLSchema> {
     exported = await (called ? (exported as () => unknown)() : exported)
   } catch (error) {
     if (error instanceof InputError) throw error
+    if (
+      TYPESCRIPT_MODULE.test(file) &&
+      (error as NodeJS.ErrnoException).code === 'ERR_UNKNOWN_FILE_EXTENSION'
+    ) {
+      throw new InputError(
+        `${file}: Node does not load TypeScript by itself: give the compiled .js, or run the CLI with a loader (npx tsx node_modules/tollbooth/dist/cli/index.js cost …)`,
+      )
+    }
     throw new InputError(`${file}: could not be loaded (${(error as Error).message})`)
   }
   if (exported instanceof GraphQLSchema) {
@@ -314,8 +329,11 @@ async function loadConfig(
       throw new InputError(`${file}: could not be loaded (${(error as Error).message})`)
     }
   }
-  if (config === null || typeof config !== 'object') {
-    throw new InputError(`${file}: must export (default) an object of useTollbooth cost options`)
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
+    const found = Array.isArray(config) ? 'an array' : described(config, 'no default export')
+    throw new InputError(
+      `${file}: must export (default) an object of useTollbooth cost options, found ${found}`,
+    )
   }
   // The object useTollbooth gets: its other keys (limiter, limits, …) are allowed here, and unknown ones refused.
   try {

@@ -50,6 +50,9 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
   readonly #fallback: Check | undefined
   /** The check of each `@RateLimit`, built on the first request of a route that carries it. */
   readonly #checks = new WeakMap<RouteRateLimit, Check>()
+  /** The handlers of other execution contexts already looked at for a `@RateLimit` that would limit nothing. */
+  // biome-ignore lint/complexity/noBannedTypes: Nest's handlers are functions of any shape.
+  readonly #lookedAt = new WeakSet<Function>()
 
   /** Checks every option now: an unknown key or a wrong value throws `TOLLBOOTH_ERR_INVALID_OPTION`. */
   constructor(options: TollboothGuardOptions<Req>) {
@@ -59,7 +62,10 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    if (context.getType() !== 'http') return true
+    if (context.getType() !== 'http') {
+      this.#warnOfLimitOutsideHttp(context)
+      return true
+    }
     const check = this.#routeCheck(context)
     if (check === undefined) return true
     const http = context.switchToHttp()
@@ -81,6 +87,25 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
     await refundAll(admitted.values(), exchange)
     exchange.prepareRefusal(result)
     throw new RateLimitedException(result)
+  }
+
+  /**
+   * A `@RateLimit` on a resolver or a gateway handler limits nothing (this guard prices HTTP routes only): said once
+   * per handler, as a process warning `TOLLBOOTH_RATE_LIMIT_NOT_HTTP`.
+   */
+  #warnOfLimitOutsideHttp(context: ExecutionContext): void {
+    const handler = context.getHandler()
+    if (this.#lookedAt.has(handler)) return
+    this.#lookedAt.add(handler)
+    const metadata = this.#reflector.getAllAndOverride<RouteLimitMetadata | undefined>(RATE_LIMIT_METADATA, [
+      handler,
+      context.getClass(),
+    ])
+    if (metadata === undefined || isSkipped(metadata)) return
+    process.emitWarning(
+      `${OWNER}: @RateLimit on ${context.getClass().name}.${handler.name}, a ${context.getType()} handler, limits nothing: TollboothGuard limits HTTP routes. Price GraphQL operations with the GraphQL plugin (fieldLimits or @rateLimit for one field) and WebSocket messages with protectWebSocketServer.`,
+      { code: 'TOLLBOOTH_RATE_LIMIT_NOT_HTTP' },
+    )
   }
 
   /** The check of the route `context` runs, or undefined when it is not limited. */

@@ -12,7 +12,7 @@ import { checkOptionKeys, type OptionKeys, optionNames } from '../../core/knownO
 import { isOptionsObject, nonNegativeInteger, positiveInteger } from '../../core/validate.js'
 import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
 import { type ComplexityEstimator, checkEstimators } from './complexityEstimators.js'
-import { checkPricableByEstimators } from './costDirectiveEstimator.js'
+import { checkPricableByEstimators, fieldsAnnotatedForEstimators } from './costDirectiveEstimator.js'
 import { type CostMap, CostModel, checkCostMapKeys } from './costModel.js'
 import { type DocumentPlan, planDocument } from './documentPlan.js'
 import { type CostSettings, type EstimateRun, estimateSelection } from './estimator.js'
@@ -173,6 +173,7 @@ export class CostAnalyzer {
     if (model === undefined) {
       model = new CostModel(schema, this.costs)
       if (this.byEstimators !== undefined) checkPricableByEstimators(model)
+      else warnOfUnreadComplexity(model)
       this.models.set(schema, model)
     }
     return model
@@ -407,4 +408,19 @@ function costCacheKey(
     key += value === undefined ? '\u0001u' : value === null ? '\u0001n' : '\u0001v'
   }
   return key.length > MAX_CACHE_KEY_LENGTH ? undefined : key
+}
+
+/**
+ * A schema annotated for graphql-query-complexity, priced without `estimators`: its `complexity` numbers are not
+ * read, so it is priced by the cost model's defaults. Said once per schema (a model is built once per schema).
+ */
+function warnOfUnreadComplexity(model: CostModel): void {
+  const fields = fieldsAnnotatedForEstimators(model)
+  if (fields.length === 0) return
+  const named =
+    fields.length > 3 ? `${fields.slice(0, 3).join(', ')} and ${fields.length - 3} more` : fields.join(', ')
+  process.emitWarning(
+    `${GRAPHQL_OPTIONS_OWNER}: ${named} carry extensions.complexity (graphql-query-complexity's), which the cost directives do not read: these fields are priced by the defaults (1 per field, defaultListSize per list). Give "estimators" to price them by it.`,
+    { code: 'TOLLBOOTH_COMPLEXITY_NOT_READ' },
+  )
 }

@@ -63,6 +63,21 @@ export function checkPricableByEstimators(model: CostModel): void {
   )
 }
 
+/**
+ * The fields annotated for graphql-query-complexity (`extensions.complexity`, as `@Field({ complexity })` of NestJS
+ * sets it) that the cost-directive model prices by its own defaults instead: a schema priced without `estimators`.
+ */
+export function fieldsAnnotatedForEstimators(model: CostModel): string[] {
+  const found: string[] = []
+  for (const type of Object.values(model.schema.getTypeMap())) {
+    if (!isObjectType(type) && !isInterfaceType(type)) continue
+    for (const field of Object.values(type.getFields())) {
+      if (field.extensions?.complexity !== undefined) found.push(`${type.name}.${field.name}`)
+    }
+  }
+  return found
+}
+
 /** Options of `costDirectiveEstimator`: those of the cost model (see `CostAnalysisOptions`). */
 export interface CostDirectiveEstimatorOptions {
   /** The schema whose `@cost` / `@listSize` (SDL, field extensions) are read. */

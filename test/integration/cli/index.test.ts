@@ -208,6 +208,18 @@ describe('exit code 1: bad input, one line naming what is wrong', () => {
     })
   })
 
+  it('a TypeScript schema module, which Node does not load by itself', async () => {
+    const typed = join(dir, 'schema.mts')
+    await writeFile(typed, "export const schema: unknown = 'never loaded'")
+    expect(await tollbooth(['cost', '--schema', typed, QUERY])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr:
+        `tollbooth cost: ${typed}: Node does not load TypeScript by itself: give the compiled .js, or run the CLI ` +
+        'with a loader (npx tsx node_modules/tollbooth/dist/cli/index.js cost …)\n',
+    })
+  })
+
   it('a file that does not parse, in either command', async () => {
     const notJson = join(dir, 'not-json.json')
     await writeFile(notJson, '{ "n": ')

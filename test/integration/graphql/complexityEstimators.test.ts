@@ -301,6 +301,36 @@ describe('graphql-query-complexity estimators as the cost source', () => {
     expect(postPriced).toBe(6)
   })
 
+  it('warns once per schema when a schema annotated with complexity is priced without estimators', async () => {
+    const warnings: Error[] = []
+    const onWarning = (warning: Error) => warnings.push(warning)
+    process.on('warning', onWarning)
+    try {
+      const analyzer = new CostAnalyzer()
+      const annotated = codeFirstSchema({ comments: 0 })
+      for (let i = 0; i < 3; i++)
+        analyzer.estimate({ schema: annotated, document: parse('{ post(id: "1") { id } }') })
+      // Warnings are emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve))
+      const ours = warnings.filter((w) => (w as { code?: string }).code === 'TOLLBOOTH_COMPLEXITY_NOT_READ')
+      expect(ours).toHaveLength(1)
+      expect(ours[0]?.message).toContain(
+        'User.name, Post.comments, Comment.author and 3 more carry extensions.complexity',
+      )
+      // With estimators, nothing to say.
+      new CostAnalyzer({ estimators: estimators() }).estimate({
+        schema: codeFirstSchema({ comments: 0 }),
+        document: parse('{ post(id: "1") { id } }'),
+      })
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(
+        warnings.filter((w) => (w as { code?: string }).code === 'TOLLBOOTH_COMPLEXITY_NOT_READ'),
+      ).toHaveLength(1)
+    } finally {
+      process.off('warning', onWarning)
+    }
+  })
+
   it('refuses an operation with a field no estimator prices, as getComplexity does', () => {
     const analyzer = new CostAnalyzer({ estimators: [fieldExtensionsEstimator()] })
     expect(() => analyzer.estimate({ schema, document: parse('{ post(id: "1") { title } }') })).toThrow(

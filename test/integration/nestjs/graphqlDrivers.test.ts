@@ -30,7 +30,7 @@ import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../../../src/core/rateLimiter.js'
 import { tollboothApolloPlugin } from '../../../src/graphql/apollo/index.js'
 import { type TollboothGraphQLOptions, useTollbooth } from '../../../src/graphql/index.js'
-import { TollboothGuard } from '../../../src/nestjs/index.js'
+import { RateLimit, TollboothGuard } from '../../../src/nestjs/index.js'
 import { type NestServer, startNest } from '../../helpers/nestApps.js'
 
 type ApolloPlugin = NonNullable<ApolloDriverConfig['plugins']>[number]
@@ -189,4 +189,56 @@ describe.each(drivers)('NestJS GraphQL on the $name driver', (driver) => {
       })
     },
   )
+})
+
+@Resolver(() => Report)
+class LimitedReportResolver {
+  @RateLimit('http')
+  @Query(() => Report)
+  report(): Report {
+    return { summary: 'quarterly' }
+  }
+}
+
+describe('a @RateLimit on a resolver, which TollboothGuard does not limit', () => {
+  it('lets the resolver run and says so once, as a process warning', async () => {
+    const warnings: Error[] = []
+    const onWarning = (warning: Error) => warnings.push(warning)
+    process.on('warning', onWarning)
+    try {
+      const http = tokenBucket({ name: 'http', capacity: 1, refillPerSecond: 0.01 })
+      @Module({
+        imports: [
+          (drivers[1] as Driver).graphqlModule(
+            tokenBucket({ name: 'gql', capacity: 100, refillPerSecond: 1 }),
+            {},
+          ),
+        ],
+        providers: [
+          LimitedReportResolver,
+          { provide: APP_GUARD, useValue: new TollboothGuard({ default: http, limiters: { http } }) },
+        ],
+      })
+      class AppModule {}
+      const server = await startNest('express', AppModule)
+      open.push(server)
+      const statuses: number[] = []
+      for (let i = 0; i < 3; i++) {
+        const response = await post(server.url, '{ report { summary } }')
+        await response.arrayBuffer()
+        statuses.push(response.status)
+      }
+      // The HTTP budget of 1 is not spent by the resolver: all three answered.
+      expect(statuses).toEqual([200, 200, 200])
+      await new Promise((resolve) => setImmediate(resolve))
+      const ours = warnings.filter((w) => (w as { code?: string }).code === 'TOLLBOOTH_RATE_LIMIT_NOT_HTTP')
+      expect(ours.map((w) => w.message)).toEqual([
+        expect.stringContaining(
+          '@RateLimit on LimitedReportResolver.report, a graphql handler, limits nothing',
+        ),
+      ])
+    } finally {
+      process.off('warning', onWarning)
+    }
+  })
 })

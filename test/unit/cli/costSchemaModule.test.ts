@@ -155,3 +155,63 @@ export default { estimators: [fieldExtensionsEstimator(), simpleEstimator({ defa
     expect(stdout).toBe(`total cost: 7\n  (priced by the estimators of ${config}: no breakdown per field)\n`)
   })
 })
+
+describe('tollbooth cost: TypeScript modules and what a --config module exported', () => {
+  async function run(args: string[]) {
+    let stdout = ''
+    let stderr = ''
+    const io = {
+      stdout: { write: (text: string) => (stdout += text) },
+      stderr: { write: (text: string) => (stderr += text) },
+    }
+    const code = await runCost(args, io)
+    return { code, stdout, stderr }
+  }
+
+  it('a .mts module is loaded as a module under a TypeScript loader (here vitest), not read as SDL', async () => {
+    const schema = file('typed.mts', `${IMPORTS}\nexport const schema: GraphQLSchema = ${SCHEMA}`)
+    expect(await run(['--schema', schema, query])).toEqual({
+      code: 0,
+      stdout: 'total cost: 14\n  Query.items  14  = 7 × 2  [size: assumedSize]\n',
+      stderr: '',
+    })
+  })
+
+  it.each([
+    ['no default export', 'noDefault.mjs', 'export const costs = {}', 'no default export'],
+    ['a function', 'fn.mjs', 'export default () => ({})', 'a function'],
+    ['an array', 'list.mjs', 'export default []', 'an array'],
+    ['a number', 'number.json', '42', 'a number'],
+  ])('a --config exporting %s names what it found', async (_, name, text, found) => {
+    const config = file(name, text)
+    expect(
+      await run(['--schema', file('s.graphql', 'type Query { a: Int }'), '--config', config, query]),
+    ).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `tollbooth cost: ${config}: must export (default) an object of useTollbooth cost options, found ${found}\n`,
+    })
+  })
+
+  it('a field no estimator prices is an error of the query file, a refused variable one of the variables file', async () => {
+    const schema = file('sdl.graphql', 'type Query { items(n: Int!): Int }')
+    const config = file(
+      'fieldExtensionsOnly.mjs',
+      `import { fieldExtensionsEstimator } from 'graphql-query-complexity'
+export default { estimators: [fieldExtensionsEstimator()] }`,
+    )
+    const items = file('items.graphql', 'query($n: Int!) { items(n: $n) }')
+    const variables = file('vars.json', '{"n": 1}')
+    const unpriced = await run(['--schema', schema, '--config', config, '--variables', variables, items])
+    expect(unpriced.code).toBe(1)
+    expect(unpriced.stderr).toBe(
+      `tollbooth cost: ${items}: No complexity could be calculated for field Query.items. At least one complexity estimator has to return a complexity score.\n`,
+    )
+    const wrongVariables = file('wrongVars.json', '{"n": "one"}')
+    const refused = await run(['--schema', schema, '--variables', wrongVariables, items])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toMatch(
+      new RegExp(`^tollbooth cost: ${wrongVariables}: Variable "\\$n" got invalid value`),
+    )
+  })
+})
