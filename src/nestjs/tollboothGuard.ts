@@ -23,16 +23,19 @@ import type { NestHttpRequest, RouteCost } from './routeCost.js'
 
 /** The Nest request and context of a Node request, set just before the check reads them (one symbol, no WeakMap). */
 const NEST = Symbol('tollbooth.nestjs.request')
-/** What each TollboothGuard admitted the request with, in the order they ran (as many entries as guards). */
+/** What each budget admitted the request with, in the order the guards spent them (as many as there are guards). */
 const ADMITTED = Symbol('tollbooth.nestjs.admitted')
 type BoundRequest = IncomingMessage & {
   [NEST]?: { request: unknown; context: ExecutionContext }
-  // biome-ignore lint/suspicious/noExplicitAny: guards of any request type share the request.
-  [ADMITTED]?: Map<TollboothGuard<any>, RateLimitAllowed>
+  [ADMITTED]?: Map<RateLimiter, RateLimitAllowed>
 }
 const nestOf = (raw: BoundRequest) => raw[NEST] as { request: unknown; context: ExecutionContext }
 
-type Check = (raw: BoundRequest) => Promise<RateLimitResult>
+/** A route's budget and the check spending from it. */
+interface Check {
+  readonly limiter: RateLimiter
+  readonly run: (raw: BoundRequest) => RateLimitResult | Promise<RateLimitResult>
+}
 
 /**
  * A Nest guard spending from a rate limit budget for each HTTP request it runs for: globally
@@ -74,13 +77,14 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
     const raw = exchange.raw as BoundRequest
     const admitted = raw[ADMITTED] ?? new Map()
     raw[ADMITTED] = admitted
-    // The same guard twice on one route (as APP_GUARD and in @UseGuards) decides once.
-    if (admitted.has(this)) return true
+    // A budget is spent once per request, however many guards name it: the same guard as APP_GUARD and in
+    // @UseGuards, or two guards reading the same @RateLimit.
+    if (admitted.has(check.limiter)) return true
     raw[NEST] = { request, context }
-    const result = await check(raw)
+    const result = await check.run(raw)
     if ('allowed' in result) {
       exchange.addHeaders(result.headers)
-      admitted.set(this, result)
+      admitted.set(check.limiter, result)
       return true
     }
     // The request never reaches its handler: what the guards before this one spent on it is given back.
@@ -131,7 +135,7 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
   #checkOf(limiter: RateLimiter, routeCost: RouteCost<unknown> | undefined): Check {
     const { identify, skip } = this.#options
     const cost = routeCost ?? this.#options.cost
-    return rateLimitCheck<BoundRequest>({
+    const run = rateLimitCheck<BoundRequest>({
       limiter,
       identify: (raw) => {
         const { request, context } = nestOf(raw)
@@ -153,6 +157,7 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
               return skip(request, context)
             },
     })
+    return { limiter, run }
   }
 }
 

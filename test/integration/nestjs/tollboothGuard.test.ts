@@ -193,6 +193,26 @@ describe.each(nestPlatforms)('TollboothGuard on %s', (platform) => {
     expect(limitHeaders(elsewhere).ratelimit).toBe(`"${global.name}";r=3;t=100`)
   })
 
+  it('two guards reading one @RateLimit spend its budget once: 3 of capacity 3 admitted, not 1', async () => {
+    const exports = slowBucket('exports', 3)
+    @UseGuards(new TollboothGuard({ default: false }))
+    @Controller('exports')
+    class ExportsController {
+      @RateLimit(exports)
+      @Get()
+      get() {
+        return []
+      }
+    }
+    @Module({
+      controllers: [ExportsController],
+      providers: [{ provide: APP_GUARD, useValue: new TollboothGuard({ default: false }) }],
+    })
+    class AppModule {}
+    const server = await serve(AppModule)
+    expect(await statuses(`${server.url}/exports`, 5)).toEqual([200, 200, 200, 429, 429])
+  })
+
   it('the same guard as APP_GUARD and in @UseGuards decides once: 3 of capacity 3 admitted, not 1', async () => {
     const api = slowBucket('api', 3)
     const guard = new TollboothGuard({ default: api })
