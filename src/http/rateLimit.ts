@@ -62,9 +62,14 @@ export interface RateLimitAllowed {
 /** A symbol, not a field: the hot path allocates no closure, and the charge stays out of the user's keys. */
 const CHARGE = Symbol('tollbooth.rateLimit.charge')
 
-/** @internal What an admitted result spent; undefined for a skipped request or a refusal. */
+/**
+ * @internal What an admitted result spent from the store, to be given back there; undefined for a skipped request,
+ * a refusal, or an admission the store did not decide (fail-open, or the in-process twin of `failPolicy: 'local'`),
+ * which spent nothing there: refunding it would hand the identity units it never paid.
+ */
 export function chargeOf(result: RateLimitResult): Charge | undefined {
-  return 'allowed' in result ? result[CHARGE] : undefined
+  if (!('allowed' in result) || result.decision?.source !== 'store') return undefined
+  return result[CHARGE]
 }
 
 /** What `rateLimitCheck` answers: `'allowed' in result` tells an admission from a `Refusal`. */

@@ -21,6 +21,7 @@ import type { CostExplanation, FieldExplanation } from './explain.js'
 import { checkExpandedSize, FieldVisitBudget } from './fieldVisits.js'
 import { IncrementalCount } from './incrementalCount.js'
 import { ResponsePlan } from './responsePlan.js'
+import { withValueKey } from './valueKey.js'
 
 export { TooLargeToPriceError } from './fieldVisits.js'
 
@@ -392,14 +393,11 @@ function costCacheKey(
   operationName: string | null | undefined,
   raw: Readonly<Record<string, unknown>>,
 ): string | undefined {
-  let key = operationName ?? ''
+  let key: string | undefined = operationName ?? ''
   for (const name of plan.costVariables) {
-    const value = raw[name]
-    // A number (the usual slicing argument) is written as is: for every finite number that is the text
-    // JSON.stringify gives, without the call. NaN and ±Infinity (no JSON request carries them) now get keys of
-    // their own instead of sharing null's.
-    key += `\u0000${typeof value === 'number' ? value : (JSON.stringify(value) ?? '')}`
-    if (key.length > MAX_CACHE_KEY_LENGTH) return undefined
+    // Infinity (JSON.parse's 1e400) and NaN get keys of their own at any depth, not null's (see valueKey.ts).
+    key = withValueKey(`${key}\u0000`, raw[name], MAX_CACHE_KEY_LENGTH)
+    if (key === undefined) return undefined
   }
   // A cursor or an id changes no cost: only whether it is absent, null or given (a null for a non-null argument
   // cannot be priced), so a page-through of many cursors shares one entry.

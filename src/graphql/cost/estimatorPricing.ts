@@ -5,6 +5,7 @@ import type { CostModel } from './costModel.js'
 import type { CostSettings } from './estimator.js'
 import type { IncrementalPayload } from './incrementalCount.js'
 import type { IntrospectionRun } from './introspectionCost.js'
+import { withValueKey } from './valueKey.js'
 
 /** Prices per document: one per distinct operation name and values of its declared variables. */
 const MAX_PRICES_PER_DOCUMENT = 16
@@ -87,17 +88,16 @@ export class EstimatorPricing {
 
 /**
  * The cache key of an operation: its name and the raw values of the variables it declares (getComplexity coerces
- * no others); undefined when too long to key on.
+ * no others); undefined when too long to key on, or holding what no JSON request holds (see valueKey.ts).
  */
 export function estimatorCacheKey(
   operation: OperationDefinitionNode,
   variables: Readonly<Record<string, unknown>> | null | undefined,
 ): string | undefined {
-  let key = operation.name?.value ?? ''
+  let key: string | undefined = operation.name?.value ?? ''
   for (const definition of operation.variableDefinitions ?? []) {
-    const value = variables?.[definition.variable.name.value]
-    key += `\u0000${value === undefined ? '' : (JSON.stringify(value) ?? '')}`
-    if (key.length > MAX_CACHE_KEY_LENGTH) return undefined
+    key = withValueKey(`${key}\u0000`, variables?.[definition.variable.name.value], MAX_CACHE_KEY_LENGTH)
+    if (key === undefined) return undefined
   }
   return key
 }

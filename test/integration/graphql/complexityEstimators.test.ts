@@ -14,6 +14,7 @@ import {
   GraphQLList,
   GraphQLNonNull,
   GraphQLObjectType,
+  GraphQLScalarType,
   GraphQLSchema,
   GraphQLString,
   GraphQLUnionType,
@@ -546,6 +547,59 @@ describe("useTollbooth with estimators, over Yoga's fetch", () => {
     expect(body.errors[0]?.extensions.code).toBe('COST_LIMIT_EXCEEDED')
     expect(body.errors[0]?.message).toContain('No complexity could be calculated for field Query.unpriced')
     expect(ran).toBe(0)
+  })
+})
+
+describe('the price cache with estimators, against values JSON.stringify writes alike', () => {
+  it('prices a JSON-scalar variable of 1e400 (Infinity) by itself, not as the null that came first', async () => {
+    let served = 0
+    // A pass-through scalar, as graphql-scalars' JSON: the variable reaches the estimator and the resolver as sent.
+    const json = new GraphQLScalarType({ name: 'JSON' })
+    const limitOf = (filter: { limit?: number | null } | null | undefined) =>
+      Math.min(filter?.limit ?? 20, 500)
+    const schema = new GraphQLSchema({
+      query: new GraphQLObjectType({
+        name: 'Query',
+        fields: {
+          items: {
+            type: new GraphQLList(GraphQLInt),
+            args: { filter: { type: json } },
+            extensions: {
+              complexity: ({ args }: { args: { filter?: { limit?: number | null } } }) =>
+                limitOf(args.filter),
+            },
+            resolve: (_: unknown, { filter }: { filter?: { limit?: number | null } }) => {
+              const items = Array.from({ length: limitOf(filter) }, (_, i) => i)
+              served += items.length
+              return items
+            },
+          },
+        },
+      }),
+    })
+    const limiter = tokenBucket({ name: 'poison', capacity: 1000, refillPerSecond: 0.001 })
+    const yoga = createYoga({ schema, plugins: [useTollbooth({ limiter, estimators: estimators() })] })
+    const query = 'query($f: JSON) { items(filter: $f) }'
+    // Raw request text: JSON.parse reads 1e400 as Infinity.
+    const post = async (variables: string) => {
+      const response = await yoga.fetch('http://yoga/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: `{"query":${JSON.stringify(query)},"variables":${variables}}`,
+      })
+      const body = (await response.json()) as {
+        extensions?: {
+          cost?: { requestedQueryCost?: number; throttleStatus?: { currentlyAvailable?: number } }
+        }
+      }
+      return body.extensions?.cost
+    }
+    expect((await post('{"f":{"limit":null}}'))?.requestedQueryCost).toBe(20)
+    const infinite = await post('{"f":{"limit":1e400}}')
+    expect(infinite?.requestedQueryCost).toBe(500)
+    expect(served).toBe(520)
+    // The budget paid both (it refills 0.001 a second: not a whole point within the test).
+    expect(infinite?.throttleStatus?.currentlyAvailable).toBe(480)
   })
 })
 

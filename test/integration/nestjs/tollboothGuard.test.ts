@@ -19,9 +19,12 @@ import {
   UseGuards,
 } from '@nestjs/common'
 import { APP_GUARD } from '@nestjs/core'
+import { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
+import type { DecisionEvent } from '../../../src/core/hooks.js'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../../../src/core/rateLimiter.js'
+import { RedisStore } from '../../../src/core/stores/redisStore.js'
 import {
   type NestHttpRequest,
   RateLimit,
@@ -31,6 +34,8 @@ import {
 } from '../../../src/nestjs/index.js'
 import { limitHeaders } from '../../helpers/httpServer.js'
 import { type NestServer, nestPlatforms, RecordingLogger, startNest } from '../../helpers/nestApps.js'
+import { startRedis } from '../../helpers/redisServer.js'
+import { limiterClientOptions, whenReady } from '../../helpers/stores.js'
 
 /** Both platforms send JSON media types with their charset. */
 const PROBLEM_JSON = 'application/problem+json; charset=utf-8'
@@ -191,6 +196,58 @@ describe.each(nestPlatforms)('TollboothGuard on %s', (platform) => {
     // Where only the global guard runs, its budget reads as the one admitted request left it.
     const elsewhere = await fetch(`${server.url}/elsewhere`)
     expect(limitHeaders(elsewhere).ratelimit).toBe(`"${global.name}";r=3;t=100`)
+  })
+
+  it('what a later guard refuses gets back only what the earlier one spent in the store: nothing after a fail-open admission', async () => {
+    const redis = await startRedis()
+    const client = new Redis(redis.url, { ...limiterClientOptions, retryStrategy: () => 50 })
+    try {
+      await whenReady(client)
+      const events: DecisionEvent[] = []
+      const store = new RedisStore({ client, prefix: `nest-refund-${randomUUID()}:`, timeoutMs: 500 })
+      const shared = tokenBucket({
+        name: 'shared',
+        store,
+        capacity: 10,
+        refillPerSecond: 0.01,
+        failPolicy: 'open',
+        hooks: { onDecision: (event) => events.push(event) },
+      })
+      const reports = slowBucket('reports', 1)
+      @UseGuards(new TollboothGuard({ default: reports }))
+      @Controller('reports')
+      class ReportsController {
+        @Get()
+        list() {
+          return []
+        }
+      }
+      @Module({
+        controllers: [ReportsController],
+        providers: [{ provide: APP_GUARD, useValue: new TollboothGuard({ default: shared }) }],
+      })
+      class AppModule {}
+      const server = await serve(AppModule)
+      const refunds = () => events.filter((event) => event.op === 'refund').map((event) => event.source)
+
+      // With Redis up: the 2nd request is refused by "reports", and its spend from "shared" goes back, once.
+      expect(await statuses(`${server.url}/reports`, 2)).toEqual([200, 429])
+      expect(refunds()).toEqual(['store'])
+      // Redis down: "shared" admits by its fail policy, spending nothing; "reports" refuses; nothing is refunded.
+      await redis.stop()
+      expect(await statuses(`${server.url}/reports`, 3)).toEqual([429, 429, 429])
+      expect(events.filter((event) => event.op === 'consume').map((event) => event.source)).toEqual([
+        'store',
+        'store',
+        'fail-open',
+        'fail-open',
+        'fail-open',
+      ])
+      expect(refunds()).toEqual(['store'])
+    } finally {
+      client.disconnect()
+      await redis.stop()
+    }
   })
 
   it('two guards reading one @RateLimit spend its budget once: 3 of capacity 3 admitted, not 1', async () => {
