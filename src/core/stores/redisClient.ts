@@ -44,6 +44,8 @@ export interface RedisClusterClient extends RedisClientBase {
   /** By slot: the addresses (`host:port`) of the nodes serving it, the master first. */
   readonly slots: readonly (readonly string[])[]
   nodes(role: 'master' | 'all'): RedisConnection[]
+  /** Reads the slot map again from the cluster; `callback` once it is read (or failed to be). */
+  refreshSlotsCache(callback?: (error?: Error | null) => void): void
 }
 
 /** An ioredis `Redis` or `Cluster` client, as `RedisStore` takes it. */

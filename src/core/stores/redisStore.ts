@@ -90,6 +90,8 @@ interface Pending {
   readonly request: StoreRequest
   readonly resolve: (reply: Reply) => void
   readonly reject: (error: unknown) => void
+  /** How many times a cluster node sent it back to be queued again (see `redirect`). */
+  requeued: number
 }
 
 /**
@@ -116,6 +118,9 @@ export class RedisStore implements Store {
   /** Queued requests that are sent without waiting for the end of the turn. */
   private readonly flushAt: number
   private queue: Pending[] = []
+  /** Requests sent back by a cluster node, waiting for the slot map's refresh (see `redirect`). */
+  private awaitingSlots: Pending[] = []
+  private slotsRefresh: NodeJS.Timeout | undefined
   private flushScheduled = false
 
   constructor(options: RedisStoreOptions) {
@@ -265,7 +270,7 @@ export class RedisStore implements Store {
     const node = this.nodeOf(key)
     if (!this.breaker.of(node).tryCall()) return Promise.reject(this.breakerOpen(node))
     return new Promise<Reply>((resolve, reject) => {
-      this.queue.push({ key, request, resolve, reject })
+      this.queue.push({ key, request, resolve, reject, requeued: 0 })
       if (this.queue.length >= this.flushAt) this.flush()
       else if (!this.flushScheduled) {
         this.flushScheduled = true
@@ -337,35 +342,63 @@ export class RedisStore implements Store {
    * A cluster node's calls of this turn (see `nodeBatchLua`), in one pipeline on the node's own connection: one
    * socket write and one deadline for them all. Not through the cluster client, which would follow a redirection
    * with the whole pipeline: under ASK, the importing node takes every key of the slot for its own, even those still
-   * on the migrating one. Here a redirection comes back to the store instead, and each request of the call is sent
-   * again on its own, its key declared, so that Redis and ioredis route it; so is a request whose key the node
-   * turned out not to hold.
+   * on the migrating one. Here a redirection comes back to the store instead: a MOVED call, and a request whose key
+   * the node turned out not to hold, are queued again once the slot map is fresh (`redirect`); under ASK, each
+   * request of the call's slot is asked on its own where its key is (`sendAsked`). `countsOnBreaker` is false for
+   * those calls: a redirection is not the node's failure.
    */
   private sendToNode(
     node: string,
     connection: RedisConnection,
     calls: readonly (readonly Pending[])[],
+    countsOnBreaker = true,
   ): void {
     // Defined on the connection first: a pipeline takes the commands its connection has when it is made.
     this.nodeBatchOn(connection)
-    this.guarded('batch', node, (notAfter) => {
-      const pipeline = connection.pipeline() as unknown as Record<string, BatchCommand> & {
-        exec(): Promise<[Error | null, number[]][] | null>
-      }
-      for (const call of calls) {
-        ;(pipeline[nodeBatchCommand] as BatchCommand)(
-          1,
-          (call[0] as Pending).key,
-          ...this.nodeBatchArgs(call, notAfter),
-        )
-      }
-      return pipeline.exec()
-    }).then(
+    this.guarded(
+      'batch',
+      node,
+      (notAfter) => {
+        const pipeline = connection.pipeline() as unknown as Record<string, BatchCommand> & {
+          exec(): Promise<[Error | null, number[]][] | null>
+        }
+        for (const call of calls) {
+          ;(pipeline[nodeBatchCommand] as BatchCommand)(
+            1,
+            (call[0] as Pending).key,
+            ...this.nodeBatchArgs(call, notAfter),
+          )
+        }
+        return pipeline.exec()
+      },
+      countsOnBreaker,
+    ).then(
       (results) => {
+        /** By importing node: the first request of each call answered ASK. */
+        const asked = new Map<string, Pending[]>()
         for (const [i, call] of calls.entries()) {
           const [error, flat] = results?.[i] ?? [new Error('no reply in the pipeline'), []]
-          if (error === null) this.answer(node, call, flat)
-          else if (isRedirection(error)) for (const p of call) this.send([p])
+          if (error === null) this.answer(node, call, flat, countsOnBreaker)
+          else if (error.message.startsWith('ASK ')) {
+            // The call's first key is being imported by the node named. The other keys of its slot may be on
+            // either node: each is asked here on its own (with its key declared, the node says ASK or answers),
+            // all in one pipeline. The keys of other slots go in the next batch.
+            const [first, ...rest] = call as [Pending, ...Pending[]]
+            const importer = error.message.split(' ')[2] ?? UNKNOWN_NODE
+            asked.set(importer, [...(asked.get(importer) ?? []), first])
+            const slot = calculateSlot(first.key)
+            const migrating = rest.filter((p) => calculateSlot(p.key) === slot)
+            if (migrating.length > 0) {
+              this.sendToNode(
+                node,
+                connection,
+                migrating.map((p) => [p]),
+                false,
+              )
+            }
+            this.requeue(rest.filter((p) => calculateSlot(p.key) !== slot))
+          } else if (error.message.startsWith('MOVED ')) this.redirect(call)
+          else if (isRedirection(error)) for (const p of call) this.sendRedirected(p)
           else {
             const failure = new TollboothError(ErrorCodes.STORE_ERROR, `${this.name}: ${error.message}`, {
               cause: error,
@@ -374,9 +407,53 @@ export class RedisStore implements Store {
             for (const p of call) p.reject(failure)
           }
         }
+        if (asked.size === 0) return
+        const connections = this.connectionsByAddress()
+        for (const [importer, pending] of asked) {
+          const connection = connections.get(importer)
+          if (connection === undefined) for (const p of pending) this.sendRedirected(p)
+          else this.sendAsked(importer, connection, pending)
+        }
       },
       (error: unknown) => {
         for (const call of calls) for (const p of call) p.reject(error)
+      },
+    )
+  }
+
+  /**
+   * Requests whose keys a migrating node said are being imported by `node` (ASK): one pipeline there, each request
+   * after an ASKING of its own (which lets the next command into an importing slot), its key declared. Like every
+   * redirected request, not counted on the breaker; one answered with an error goes on its own, for ioredis to
+   * route.
+   */
+  private sendAsked(node: string, connection: RedisConnection, asked: readonly Pending[]): void {
+    this.nodeBatchOn(connection)
+    this.guarded(
+      'batch',
+      node,
+      (notAfter) => {
+        const pipeline = connection.pipeline() as unknown as Record<string, BatchCommand> & {
+          asking(): unknown
+          exec(): Promise<[Error | null, number[]][] | null>
+        }
+        for (const p of asked) {
+          pipeline.asking()
+          ;(pipeline[nodeBatchCommand] as BatchCommand)(1, p.key, ...this.nodeBatchArgs([p], notAfter))
+        }
+        return pipeline.exec()
+      },
+      false,
+    ).then(
+      (results) => {
+        for (const [i, p] of asked.entries()) {
+          const [error, flat] = results?.[2 * i + 1] ?? [new Error('no reply in the pipeline'), []]
+          if (error === null) this.answer(node, [p], flat, false)
+          else this.sendRedirected(p)
+        }
+      },
+      (error: unknown) => {
+        for (const p of asked) p.reject(error)
       },
     )
   }
@@ -407,33 +484,93 @@ export class RedisStore implements Store {
 
   /**
    * Hands each request its reply: the scripts answer 5 integers per request, flattened, then the server's time. A
-   * request a cluster node did not hold the key of is sent again on its own. A call that reached Redis past its
+   * request a cluster node did not hold the key of is redirected (see `redirect`). A call that reached Redis past its
    * deadline changed nothing: its requests fail, and their decisions are the fail policy's.
    */
-  private answer(node: string, pending: readonly Pending[], flat: readonly number[]): void {
+  private answer(
+    node: string,
+    pending: readonly Pending[],
+    flat: readonly number[],
+    countsOnBreaker = true,
+  ): void {
     this.learnClock(node, flat)
     if (flat[0] === PAST_DEADLINE && flat.length === 2) {
       const error = this.pastDeadline(
         node,
         pending.length === 1 ? (pending[0] as Pending).request.op : 'batch',
+        countsOnBreaker,
       )
       for (const p of pending) p.reject(error)
       return
     }
+    const elsewhere: Pending[] = []
     for (let i = 0; i < pending.length; i++) {
       const p = pending[i] as Pending
-      if (flat[i * 5] === NOT_ON_THIS_NODE) this.send([p])
+      if (flat[i * 5] === NOT_ON_THIS_NODE) elsewhere.push(p)
       else p.resolve(flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
+    }
+    if (elsewhere.length > 0) this.redirect(elsewhere)
+  }
+
+  /**
+   * Requests a cluster node sent back because their slot lives elsewhere now (MOVED, or a key of a slot it does
+   * not serve): queued again once the client's slot map is fresh, so that they travel batched to their new node
+   * with the other requests of the turn. A request sent back once already (its key mid-migration, where only an
+   * ASK reaches it) goes on its own, for ioredis to follow. Redirections say where a slot is, not how a node is:
+   * none of this counts for or against a node's breaker.
+   */
+  private redirect(pending: readonly Pending[]): void {
+    for (const p of pending) {
+      if (p.requeued >= MAX_REQUEUES) this.sendRedirected(p)
+      else this.awaitingSlots.push(p)
+    }
+    if (this.slotsRefresh !== undefined || this.awaitingSlots.length === 0) return
+    const done = () => {
+      if (this.slotsRefresh === undefined) return
+      clearTimeout(this.slotsRefresh)
+      this.slotsRefresh = undefined
+      const waiting = this.awaitingSlots
+      this.awaitingSlots = []
+      this.requeue(waiting)
+    }
+    // A refresh that does not end within the deadline (the cluster unreachable) lets the requests go on as they are.
+    this.slotsRefresh = setTimeout(done, this.timeoutMs)
+    this.slotsRefresh.unref()
+    ;(this.client as RedisClusterClient).refreshSlotsCache(() => done())
+  }
+
+  /** Queues requests again for the next flush, which groups them by the node the slot map now names. */
+  private requeue(pending: readonly Pending[]): void {
+    for (const p of pending) {
+      if (p.requeued >= MAX_REQUEUES) {
+        this.sendRedirected(p)
+        continue
+      }
+      p.requeued++
+      this.queue.push(p)
+    }
+    if (this.queue.length > 0 && !this.flushScheduled) {
+      this.flushScheduled = true
+      atEndOfTurn(() => this.flush())
     }
   }
 
-  private send(pending: readonly Pending[]): void {
+  /** A redirected request on its own, its key declared, for ioredis to route; not counted on a node's breaker. */
+  private sendRedirected(p: Pending): void {
+    this.send([p], false)
+  }
+
+  /** `countsOnBreaker`: false for a redirected request, whose outcome says nothing of the node's health. */
+  private send(pending: readonly Pending[], countsOnBreaker = true): void {
     const op = pending.length === 1 ? (pending[0] as Pending).request.op : 'batch'
     const node = this.nodeOf((pending[0] as Pending).key)
-    this.guarded(op, node, (notAfter) =>
-      this.batch(pending.length, ...this.scriptArgs(pending, notAfter)),
+    this.guarded(
+      op,
+      node,
+      (notAfter) => this.batch(pending.length, ...this.scriptArgs(pending, notAfter)),
+      countsOnBreaker,
     ).then(
-      (flat) => this.answer(node, pending, flat),
+      (flat) => this.answer(node, pending, flat, countsOnBreaker),
       (error: unknown) => {
         for (const p of pending) p.reject(error)
       },
@@ -451,12 +588,12 @@ export class RedisStore implements Store {
    * reported to `onStoreError` and counted against the node's breaker. (The reply can be read before the deadline's
    * own timer runs, as after a stall of the event loop: then this is the only report of it.)
    */
-  private pastDeadline(node: string, op: string): TollboothError {
+  private pastDeadline(node: string, op: string, countsOnBreaker = true): TollboothError {
     const error = new TollboothError(
       ErrorCodes.STORE_TIMEOUT,
       `${this.name}: the call reached Redis after its deadline and changed nothing`,
     )
-    this.breaker.of(node).failed()
+    if (countsOnBreaker) this.breaker.of(node).failed()
     emit(this.hooks.onStoreError, { store: this.name, op, error })
     return error
   }
@@ -485,8 +622,13 @@ export class RedisStore implements Store {
    * Deadline, breaker accounting (the breaker of `node`) and error reporting around one call. `call` gets the
    * deadline in the server's clock for its script (0 while the store does not know that clock, or pins its own).
    */
-  private guarded<T>(op: string, node: string, call: (notAfter: number) => Promise<T>): Promise<T> {
-    const breaker = this.breaker.of(node)
+  private guarded<T>(
+    op: string,
+    node: string,
+    call: (notAfter: number) => Promise<T>,
+    countsOnBreaker = true,
+  ): Promise<T> {
+    const breaker = countsOnBreaker ? this.breaker.of(node) : undefined
     const started = performance.now()
     const deadline = started + this.timeoutMs
     return new Promise<T>((resolve, reject) => {
@@ -500,7 +642,7 @@ export class RedisStore implements Store {
         settled = true
         clearTimeout(timer)
         cancelWait?.()
-        breaker.failed()
+        breaker?.failed()
         emit(this.hooks.onStoreError, { store: this.name, op, error })
         reject(error)
       }
@@ -531,7 +673,7 @@ export class RedisStore implements Store {
             if (settled) return
             settled = true
             clearTimeout(timer)
-            breaker.succeeded()
+            breaker?.succeeded()
             if (this.hooks.onStoreLatency !== undefined) {
               emit(this.hooks.onStoreLatency, { store: this.name, durationMs: performance.now() - started })
             }
@@ -553,6 +695,9 @@ export class RedisStore implements Store {
     })
   }
 }
+
+/** Times a request may be queued again after a cluster node sent it back, before it goes on its own. */
+const MAX_REQUEUES = 1
 
 /** Whether the constructor was handed an ioredis client where its options belong: `new RedisStore(client)`. */
 function isClientItself(options: unknown): boolean {
