@@ -418,7 +418,7 @@ function warnOfUnreadComplexity(model: CostModel): void {
   const named =
     fields.length > 3 ? `${fields.slice(0, 3).join(', ')} and ${fields.length - 3} more` : fields.join(', ')
   process.emitWarning(
-    `${GRAPHQL_OPTIONS_OWNER}: ${named} carry extensions.complexity (graphql-query-complexity's), which the cost directives do not read: these fields are priced by the defaults (1 per field, defaultListSize per list). Give "estimators" to price them by it.`,
+    `${GRAPHQL_OPTIONS_OWNER}: ${named} ${fields.length === 1 ? 'carries' : 'carry'} extensions.complexity (graphql-query-complexity's), which the cost directives do not read: these fields are priced by the defaults (1 per field, defaultListSize per list). Give "estimators" (tollbooth cost: a --config with them) to price them by it.`,
     { code: 'TOLLBOOTH_COMPLEXITY_NOT_READ' },
   )
 }
