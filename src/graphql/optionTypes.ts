@@ -181,7 +181,8 @@ export type ParseFunction = (source: string | Source, options?: ParseOptions) =>
  */
 export interface TollboothPlugin {
   onSchemaChange(payload: { schema: GraphQLSchema }): void
-  onRequestParse(payload: { serverContext: unknown }): {
+  /** Present only with `limits.maxBatchSize`: Yoga runs every hook a plugin has, whether it does anything or not. */
+  onRequestParse?(payload: { serverContext: unknown }): {
     onRequestParseDone(payload: { requestParserResult: unknown }): void
   }
   onParse(payload: {
@@ -228,6 +229,6 @@ export interface TollboothPlugin {
   }): MaybePromise<void>
   onResponse(payload: {
     response: { readonly headers: { has(name: string): boolean; set(name: string, value: string): void } }
-    serverContext: unknown
+    request: unknown
   }): void
 }

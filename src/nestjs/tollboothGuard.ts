@@ -21,15 +21,24 @@ import {
 import { RateLimitedException } from './rateLimitedException.js'
 import type { NestHttpRequest, RouteCost } from './routeCost.js'
 
-/** The Nest request and context of a Node request, set just before the check reads them (one symbol, no WeakMap). */
+/**
+ * The Nest request and context of a Node request, and the identity the guard found for it, set just before the
+ * check reads them (one symbol, no WeakMap).
+ */
 const NEST = Symbol('tollbooth.nestjs.request')
-/** What each budget admitted the request with, in the order the guards spent them (as many as there are guards). */
-const ADMITTED = Symbol('tollbooth.nestjs.admitted')
-type BoundRequest = IncomingMessage & {
-  [NEST]?: { request: unknown; context: ExecutionContext }
-  [ADMITTED]?: Map<RateLimiter, RateLimitAllowed>
+interface NestBinding {
+  readonly request: unknown
+  readonly context: ExecutionContext
+  readonly identity: string
 }
-const nestOf = (raw: BoundRequest) => raw[NEST] as { request: unknown; context: ExecutionContext }
+/** What the tollbooth guards of one request spent: by budget, the identities spent for; each admission, in order. */
+const ADMITTED = Symbol('tollbooth.nestjs.admitted')
+interface Admissions {
+  readonly spent: Map<RateLimiter, Set<string>>
+  readonly list: RateLimitAllowed[]
+}
+type BoundRequest = IncomingMessage & { [NEST]?: NestBinding; [ADMITTED]?: Admissions }
+const nestOf = (raw: BoundRequest) => raw[NEST] as NestBinding
 
 /** A route's budget and the check spending from it. */
 interface Check {
@@ -75,20 +84,31 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
     const request: unknown = http.getRequest()
     const exchange = exchangeOf(OWNER, request, http.getResponse())
     const raw = exchange.raw as BoundRequest
-    const admitted = raw[ADMITTED] ?? new Map()
+    // Skipped first: a health check or an allow-listed caller is not even identified.
+    const { skip, identify } = this.#options
+    if (skip !== undefined && (await skip(request, context))) return true
+    const found = identify(raw, request, context)
+    const identity = typeof found === 'string' ? found : await found
+    const admitted: Admissions = raw[ADMITTED] ?? { spent: new Map(), list: [] }
     raw[ADMITTED] = admitted
-    // A budget is spent once per request, however many guards name it: the same guard as APP_GUARD and in
-    // @UseGuards, or two guards reading the same @RateLimit.
-    if (admitted.has(check.limiter)) return true
-    raw[NEST] = { request, context }
+    // A budget is spent once per request for one identity, however many guards name it: the same guard as
+    // APP_GUARD and in @UseGuards, or two guards reading the same @RateLimit. Another identity spends its own.
+    let identities = admitted.spent.get(check.limiter)
+    if (identities?.has(identity)) return true
+    raw[NEST] = { request, context, identity }
     const result = await check.run(raw)
     if ('allowed' in result) {
       exchange.addHeaders(result.headers)
-      admitted.set(check.limiter, result)
+      if (identities === undefined) {
+        identities = new Set()
+        admitted.spent.set(check.limiter, identities)
+      }
+      identities.add(identity)
+      admitted.list.push(result)
       return true
     }
     // The request never reaches its handler: what the guards before this one spent on it is given back.
-    await refundAll(admitted.values(), exchange)
+    await refundAll(admitted.list, exchange)
     exchange.prepareRefusal(result)
     throw new RateLimitedException(result)
   }
@@ -133,14 +153,11 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
   }
 
   #checkOf(limiter: RateLimiter, routeCost: RouteCost<unknown> | undefined): Check {
-    const { identify, skip } = this.#options
     const cost = routeCost ?? this.#options.cost
     const run = rateLimitCheck<BoundRequest>({
       limiter,
-      identify: (raw) => {
-        const { request, context } = nestOf(raw)
-        return identify(raw, request, context)
-      },
+      // Found by the guard (after `skip`), so that it knows whose budget an earlier guard spent.
+      identify: (raw) => nestOf(raw).identity,
       // A number stays a number: rateLimitCheck then decides a memory store's request without a promise.
       cost:
         typeof cost === 'function'
@@ -149,13 +166,6 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
               return cost(request, context)
             }
           : cost,
-      skip:
-        skip === undefined
-          ? undefined
-          : (raw) => {
-              const { request, context } = nestOf(raw)
-              return skip(request, context)
-            },
     })
     return { limiter, run }
   }

@@ -21,7 +21,7 @@ import type { CostExplanation, FieldExplanation } from './explain.js'
 import { checkExpandedSize, FieldVisitBudget } from './fieldVisits.js'
 import { IncrementalCount } from './incrementalCount.js'
 import { ResponsePlan } from './responsePlan.js'
-import { withValueKey } from './valueKey.js'
+import { ownValue, withValueKey } from './valueKey.js'
 
 export { TooLargeToPriceError } from './fieldVisits.js'
 
@@ -396,13 +396,13 @@ function costCacheKey(
   let key: string | undefined = operationName ?? ''
   for (const name of plan.costVariables) {
     // Infinity (JSON.parse's 1e400) and NaN get keys of their own at any depth, not null's (see valueKey.ts).
-    key = withValueKey(`${key}\u0000`, raw[name], MAX_CACHE_KEY_LENGTH)
+    key = withValueKey(`${key}\u0000`, ownValue(raw, name), MAX_CACHE_KEY_LENGTH)
     if (key === undefined) return undefined
   }
   // A cursor or an id changes no cost: only whether it is absent, null or given (a null for a non-null argument
   // cannot be priced), so a page-through of many cursors shares one entry.
   for (const name of plan.presenceVariables) {
-    const value = raw[name]
+    const value = ownValue(raw, name)
     key += value === undefined ? '\u0001u' : value === null ? '\u0001n' : '\u0001v'
   }
   return key.length > MAX_CACHE_KEY_LENGTH ? undefined : key

@@ -5,7 +5,7 @@ import type { CostModel } from './costModel.js'
 import type { CostSettings } from './estimator.js'
 import type { IncrementalPayload } from './incrementalCount.js'
 import type { IntrospectionRun } from './introspectionCost.js'
-import { withValueKey } from './valueKey.js'
+import { ownValue, withValueKey } from './valueKey.js'
 
 /** Prices per document: one per distinct operation name and values of its declared variables. */
 const MAX_PRICES_PER_DOCUMENT = 16
@@ -96,7 +96,11 @@ export function estimatorCacheKey(
 ): string | undefined {
   let key: string | undefined = operation.name?.value ?? ''
   for (const definition of operation.variableDefinitions ?? []) {
-    key = withValueKey(`${key}\u0000`, variables?.[definition.variable.name.value], MAX_CACHE_KEY_LENGTH)
+    key = withValueKey(
+      `${key}\u0000`,
+      ownValue(variables, definition.variable.name.value),
+      MAX_CACHE_KEY_LENGTH,
+    )
     if (key === undefined) return undefined
   }
   return key

@@ -47,3 +47,14 @@ function appendValue(key: string, value: unknown, maxLength: number): string | u
       return undefined
   }
 }
+
+/**
+ * The variable `name` as the request sent it: undefined unless it is the object's own, so that an absent
+ * `$__proto__` reads as absent, not as the `Object.prototype` every object inherits under that name.
+ */
+export function ownValue(
+  variables: Readonly<Record<string, unknown>> | null | undefined,
+  name: string,
+): unknown {
+  return variables != null && Object.hasOwn(variables, name) ? variables[name] : undefined
+}

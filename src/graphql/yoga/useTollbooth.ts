@@ -21,21 +21,25 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
 ): TollboothPlugin {
   // The callbacks get the context the server built, which is the TContext they were typed for.
   const hooks = new YogaHooks(options as unknown as TollboothGraphQLOptions)
-  // Envelop calls each hook as a plain function: the plugin's hooks are bound here, once.
+  // Envelop calls each hook as a plain function: the plugin's hooks are bound here, once. Yoga runs every hook a
+  // plugin has, at a price per request even when it does nothing: `onRequestParse` is there only for tollbooth's
+  // own batch size guard, asked for with `limits.maxBatchSize` (Yoga's `batching.limit` is Yoga's own guard).
+  const batchGuard =
+    options.limits?.maxBatchSize === undefined ? {} : { onRequestParse: () => hooks.batchGuard }
   return {
     onSchemaChange: (payload) => hooks.onSchemaChange(payload.schema),
-    onRequestParse: (payload) => hooks.onRequestParse(payload.serverContext),
+    ...batchGuard,
     onParse: (payload) => hooks.onParse(payload),
     onValidate: (payload) => hooks.onValidate(payload),
     onExecute: ({ args, setResultAndStopExecution }) => hooks.onExecute(args, setResultAndStopExecution),
     onSubscribe: ({ args, setResultAndStopExecution }) => hooks.onSubscribe(args, setResultAndStopExecution),
     onExecutionResult: (payload) => hooks.onExecutionResult(payload),
-    onResponse: ({ response, serverContext }) => hooks.onResponse(response, serverContext),
+    onResponse: ({ response, request }) => hooks.onResponse(response, request),
   }
 }
 
-type Hook<Name extends keyof TollboothPlugin> = Parameters<TollboothPlugin[Name]>[0]
-type HookResult<Name extends keyof TollboothPlugin> = ReturnType<TollboothPlugin[Name]>
+type Hook<Name extends keyof TollboothPlugin> = Parameters<NonNullable<TollboothPlugin[Name]>>[0]
+type HookResult<Name extends keyof TollboothPlugin> = ReturnType<NonNullable<TollboothPlugin[Name]>>
 type Stop = (result: ExecutionResult) => void
 
 /** What tollbooth does in each of Envelop's and Yoga's hooks: the admission engine's steps, in Yoga's order. */
@@ -44,13 +48,13 @@ class YogaHooks {
   private readonly overHttp = (context: GraphQLContext | undefined) => context?.request !== undefined
   private readonly engine: AdmissionEngine
   /**
-   * Each HTTP request's state is kept on Yoga's server context (per request; a batch's operations each get a
-   * context whose prototype is it) under a symbol of the plugin's own, not in a WeakMap keyed by the request: a
-   * WeakMap entry for a fresh key on every request is work of the hottest path for nothing.
+   * Each HTTP request's state is kept on its Fetch `Request` (which every operation of a batch and every hook has),
+   * made by the first operation that needs it, under a symbol of the plugin's own: not in a WeakMap keyed by the
+   * request, whose entry for a fresh key on every request would be work of the hottest path for nothing.
    */
   private readonly requestStateKey = Symbol('tollbooth request state')
   /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
-  private readonly batchGuard = {
+  readonly batchGuard = {
     onRequestParseDone: ({ requestParserResult }: { requestParserResult: unknown }) => {
       if (Array.isArray(requestParserResult)) this.engine.checkBatchSize(requestParserResult.length)
     },
@@ -72,13 +76,6 @@ class YogaHooks {
   onSchemaChange(schema: GraphQLSchema): void {
     // createYoga throws here for a schema the options do not fit, rather than answering 500 to every request.
     this.engine.schemaChanged(schema)
-  }
-
-  onRequestParse(serverContext: unknown): HookResult<'onRequestParse'> {
-    if (typeof serverContext === 'object' && serverContext !== null) {
-      ;(serverContext as Record<symbol, RequestState>)[this.requestStateKey] = newRequestState()
-    }
-    return this.batchGuard
   }
 
   onParse({ params, context, parseFn, setParseFn }: Hook<'onParse'>): HookResult<'onParse'> {
@@ -140,14 +137,14 @@ class YogaHooks {
     const served = this.engine.admitServedResult(
       result as ExecutionResult,
       httpContext,
-      this.requestState(context),
+      this.requestState(request),
     )
     if (!(served instanceof Promise)) return setResult(served)
     return served.then(setResult)
   }
 
-  onResponse(response: Hook<'onResponse'>['response'], serverContext: unknown): void {
-    const state = this.requestState(serverContext)
+  onResponse(response: Hook<'onResponse'>['response'], request: unknown): void {
+    const state = (request as Record<symbol, RequestState | undefined> | undefined)?.[this.requestStateKey]
     if (state?.rateLimit === undefined || state.rateLimitPolicy === undefined) return
     // Lowercase names: whatwg-node's Headers lowercase every name on `has` and `set`, and a mixed-case one then
     // becomes a new string that is looked up the slow way; a lowercase one comes back as itself.
@@ -159,8 +156,16 @@ class YogaHooks {
     headers.set('ratelimit', state.rateLimit)
   }
 
-  private requestState(context: unknown): RequestState | undefined {
-    return (context as Record<symbol, RequestState | undefined> | undefined)?.[this.requestStateKey]
+  /** The state of the HTTP request `request`, made on first use; none without one (graphql-ws, Envelop alone). */
+  private requestState(request: unknown): RequestState | undefined {
+    if (typeof request !== 'object' || request === null) return undefined
+    const holder = request as Record<symbol, RequestState | undefined>
+    let state = holder[this.requestStateKey]
+    if (state === undefined) {
+      state = newRequestState()
+      holder[this.requestStateKey] = state
+    }
+    return state
   }
 
   /**
@@ -172,7 +177,7 @@ class YogaHooks {
   private admit(args: ExecutionArgs, stop: Stop) {
     const { engine } = this
     if (this.overHttp(args.contextValue as GraphQLContext | undefined)) {
-      return engine.admit(args, this.requestState(args.contextValue), stop)
+      return engine.admit(args, this.requestState((args.contextValue as GraphQLContext).request), stop)
     }
     const refused = (error: unknown): undefined => {
       stop(callerRefusalResult(error))

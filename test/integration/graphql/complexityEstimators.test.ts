@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto'
 import {
   type DocumentNode,
   GraphQLID,
+  GraphQLInputObjectType,
   GraphQLInt,
   GraphQLInterfaceType,
   GraphQLList,
@@ -600,6 +601,44 @@ describe('the price cache with estimators, against values JSON.stringify writes 
     expect(served).toBe(520)
     // The budget paid both (it refills 0.001 a second: not a whole point within the test).
     expect(infinite?.throttleStatus?.currentlyAvailable).toBe(480)
+  })
+})
+
+describe('the price cache, against a variable named __proto__', () => {
+  const filter = new GraphQLInputObjectType({ name: 'Filter', fields: { limit: { type: GraphQLInt } } })
+  const limitOf = (value: { limit?: number | null } | undefined) => Math.min(value?.limit ?? 1000, 1000)
+  const schema = new GraphQLSchema({
+    query: new GraphQLObjectType({
+      name: 'Query',
+      fields: {
+        items: {
+          type: new GraphQLList(GraphQLInt),
+          args: { filter: { type: filter } },
+          extensions: {
+            complexity: ({ args }: { args: { filter?: { limit?: number | null } } }) => limitOf(args.filter),
+          },
+        },
+      },
+    }),
+  })
+  const document = parse('query Q($__proto__: Filter = { limit: 1 }) { items(filter: $__proto__) }')
+  // What JSON.parse makes of a request body: "__proto__" an own key.
+  const sent = JSON.parse('{"__proto__":{}}') as Record<string, unknown>
+
+  it('with estimators: an absent $__proto__ (its default, 1) and a sent {} (1,000) are priced apart', () => {
+    const analyzer = new CostAnalyzer({ estimators: estimators() })
+    expect(analyzer.estimate({ schema, document, variables: {} })).toBe(1)
+    expect(analyzer.estimate({ schema, document, variables: sent })).toBe(1000)
+  })
+
+  it('with the cost directives: the list sized by filter.limit, absent and sent priced apart', () => {
+    const analyzer = new CostAnalyzer({
+      costs: {
+        'Query.items': { weight: 1, listSize: { slicingArguments: ['filter.limit'], assumedSize: 1000 } },
+      },
+    })
+    expect(analyzer.estimate({ schema, document, variables: {} })).toBe(1)
+    expect(analyzer.estimate({ schema, document, variables: sent })).toBe(1000)
   })
 })
 

@@ -719,33 +719,53 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
       ])
     })
 
-    it('HTTP batching: the batch is judged by its summed cost; the operation that crosses maxCost is refused', async () => {
-      const limiter = bucket('batch-cost', 100, 0.01)
-      const server = await startServer(
-        { limiter, store: fixture.store, maxCost: 20, limits: { maxBatchSize: 3 } },
-        { batching: true },
-      )
+    it.each([
+      ['with limits.maxBatchSize', { maxBatchSize: 3 }],
+      ["with Yoga's batching limit alone", undefined],
+    ])(
+      'HTTP batching (%s): the batch is judged by its summed cost; the operation that crosses maxCost is refused',
+      async (_, limits) => {
+        const limiter = bucket('batch-cost', 100, 0.01)
+        const server = await startServer(
+          { limiter, store: fixture.store, maxCost: 20, ...(limits === undefined ? {} : { limits }) },
+          { batching: true },
+        )
 
-      // 8 + 8 = 16 ≤ 20; + 8 = 24 > 20.
-      const batch = [{ query: EIGHT_USERS }, { query: EIGHT_USERS }, { query: EIGHT_USERS }]
-      const reply = await server.post<ResultBody[]>(batch)
-      // A batch answers one status for all its results: Yoga sends 200 when some of them succeeded.
-      expect(reply.status).toBe(200)
-      expect(reply.body).toHaveLength(3)
-      const [first, second, third] = reply.body
-      expect(first?.errors).toBeUndefined()
-      expect(second?.errors).toBeUndefined()
-      expect(first?.data?.users).toHaveLength(8)
-      expect(second?.data?.users).toHaveLength(8)
-      expect(third?.data ?? undefined).toBeUndefined()
-      expectFirstError(third, 'The batch costs 24, more than the maximum of 20.', {
-        code: 'COST_LIMIT_EXCEEDED',
-        cost: 24,
-        maxCost: 20,
-      })
-      expect(server.calls.users).toBe(2)
-      // The two operations that ran were charged, and the refused one minCost (1).
-      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 16 - 1)
+        // 8 + 8 = 16 ≤ 20; + 8 = 24 > 20.
+        const batch = [{ query: EIGHT_USERS }, { query: EIGHT_USERS }, { query: EIGHT_USERS }]
+        const reply = await server.post<ResultBody[]>(batch)
+        // A batch answers one status for all its results: Yoga sends 200 when some of them succeeded.
+        expect(reply.status).toBe(200)
+        expect(reply.body).toHaveLength(3)
+        const [first, second, third] = reply.body
+        expect(first?.errors).toBeUndefined()
+        expect(second?.errors).toBeUndefined()
+        expect(first?.data?.users).toHaveLength(8)
+        expect(second?.data?.users).toHaveLength(8)
+        expect(third?.data ?? undefined).toBeUndefined()
+        expectFirstError(third, 'The batch costs 24, more than the maximum of 20.', {
+          code: 'COST_LIMIT_EXCEEDED',
+          cost: 24,
+          maxCost: 20,
+        })
+        expect(server.calls.users).toBe(2)
+        // The two operations that ran were charged, and the refused one minCost (1).
+        expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 16 - 1)
+      },
+    )
+
+    it('HTTP batching without limits.maxBatchSize: 11 operations refused (Yoga: its own batching limit of 10; Apollo: tollbooth’s default of 10), nothing run or spent', async () => {
+      const limiter = bucket('batch-yoga-limit', 100, 0.01)
+      const server = await startServer({ limiter, store: fixture.store }, { batching: true })
+      const reply = await server.post<ResultBody>(Array.from({ length: 11 }, () => ({ query: EIGHT_USERS })))
+      expect(reply.status).toBe(413)
+      expect(JSON.stringify(reply.body)).toContain(
+        driver.name.includes('Yoga')
+          ? 'Batching is limited to 10 operations per request.'
+          : 'A batch may hold at most 10 operations.',
+      )
+      expect(server.calls.users).toBe(0)
+      expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100)
     })
 
     it('HTTP batching: a spent budget refuses the operations it cannot pay for; the others run', async () => {

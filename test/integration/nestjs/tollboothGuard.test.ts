@@ -270,6 +270,34 @@ describe.each(nestPlatforms)('TollboothGuard on %s', (platform) => {
     expect(await statuses(`${server.url}/exports`, 5)).toEqual([200, 200, 200, 429, 429])
   })
 
+  it('two guards on one limiter with other identities each spend their own: per address and per user, 1 of 4 admitted', async () => {
+    const api = slowBucket('api', 3)
+    @UseGuards(
+      new TollboothGuard({
+        default: api,
+        cost: 2,
+        identify: (request: NestHttpRequest) => `user:${String(request.headers['x-user'])}`,
+      }),
+    )
+    @Controller('mine')
+    class MineController {
+      @Get()
+      get() {
+        return []
+      }
+    }
+    @Module({
+      controllers: [MineController],
+      providers: [{ provide: APP_GUARD, useValue: new TollboothGuard({ default: api }) }],
+    })
+    class AppModule {}
+    const server = await serve(AppModule)
+    // One user: its budget (3, at 2 a request) admits one request, whatever the address does.
+    expect(await statuses(`${server.url}/mine`, 4, { headers: { 'x-user': 'u1' } })).toEqual([
+      200, 429, 429, 429,
+    ])
+  })
+
   it('the same guard as APP_GUARD and in @UseGuards decides once: 3 of capacity 3 admitted, not 1', async () => {
     const api = slowBucket('api', 3)
     const guard = new TollboothGuard({ default: api })

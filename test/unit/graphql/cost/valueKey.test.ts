@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { withValueKey } from '../../../../src/graphql/cost/valueKey.js'
+import { ownValue, withValueKey } from '../../../../src/graphql/cost/valueKey.js'
 
 const key = (value: unknown, maxLength = 256) => withValueKey('k:', value, maxLength)
 
@@ -51,5 +51,16 @@ describe('withValueKey: the text of a variable in a price cache key', () => {
     expect(key(Array(200).fill(1))).toBeUndefined()
     expect(key('x'.repeat(250))).toBe(`k:"${'x'.repeat(250)}"`)
     expect(key(Object.create(null))).toBe('k:{}')
+  })
+})
+
+describe('ownValue: a variable as the request sent it', () => {
+  it('reads an absent $__proto__ as absent, not as Object.prototype', () => {
+    expect(ownValue({}, '__proto__')).toBeUndefined()
+    expect(ownValue({}, 'constructor')).toBeUndefined()
+    expect(ownValue(JSON.parse('{"__proto__":{"limit":5}}'), '__proto__')).toEqual({ limit: 5 })
+    expect(ownValue({ first: 3 }, 'first')).toBe(3)
+    expect(ownValue(null, 'first')).toBeUndefined()
+    expect(ownValue(undefined, 'first')).toBeUndefined()
   })
 })
