@@ -31,10 +31,13 @@ interface NestBinding {
   readonly context: ExecutionContext
   readonly identity: string
 }
-/** What the tollbooth guards of one request spent: by budget, the identities spent for; each admission, in order. */
+/**
+ * What the tollbooth guards of one request spent: by budget and cost (a number, or the function pricing it), the
+ * identities spent for; and each admission, in order.
+ */
 const ADMITTED = Symbol('tollbooth.nestjs.admitted')
 interface Admissions {
-  readonly spent: Map<RateLimiter, Set<string>>
+  readonly spent: Map<RateLimiter, Map<RouteCost<unknown>, Set<string>>>
   readonly list: RateLimitAllowed[]
 }
 type BoundRequest = IncomingMessage & { [NEST]?: NestBinding; [ADMITTED]?: Admissions }
@@ -43,6 +46,8 @@ const nestOf = (raw: BoundRequest) => raw[NEST] as NestBinding
 /** A route's budget and the check spending from it. */
 interface Check {
   readonly limiter: RateLimiter
+  /** What a request costs here: the route's, else the guard's (1 when neither says). */
+  readonly cost: RouteCost<unknown>
   readonly run: (raw: BoundRequest) => RateLimitResult | Promise<RateLimitResult>
 }
 
@@ -91,25 +96,32 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
     const identity = typeof found === 'string' ? found : await found
     const admitted: Admissions = raw[ADMITTED] ?? { spent: new Map(), list: [] }
     raw[ADMITTED] = admitted
-    // A budget is spent once per request for one identity, however many guards name it: the same guard as
-    // APP_GUARD and in @UseGuards, or two guards reading the same @RateLimit. Another identity spends its own.
-    let identities = admitted.spent.get(check.limiter)
+    // A budget is spent once per request for one identity and cost, however many guards name it: the same guard
+    // as APP_GUARD and in @UseGuards, or two guards reading the same @RateLimit. Another identity, or another
+    // cost, spends on its own.
+    let byCost = admitted.spent.get(check.limiter)
+    let identities = byCost?.get(check.cost)
     if (identities?.has(identity)) return true
     raw[NEST] = { request, context, identity }
     const result = await check.run(raw)
     if ('allowed' in result) {
       exchange.addHeaders(result.headers)
+      if (byCost === undefined) {
+        byCost = new Map()
+        admitted.spent.set(check.limiter, byCost)
+      }
       if (identities === undefined) {
         identities = new Set()
-        admitted.spent.set(check.limiter, identities)
+        byCost.set(check.cost, identities)
       }
       identities.add(identity)
       admitted.list.push(result)
       return true
     }
-    // The request never reaches its handler: what the guards before this one spent on it is given back.
-    await refundAll(admitted.list, exchange)
+    // The request never reaches its handler: what the guards before this one spent on it is given back. The
+    // refunds' items come after the refusal's, so that a budget both name reads as it stands after the refund.
     exchange.prepareRefusal(result)
+    await refundAll(admitted.list, exchange)
     throw new RateLimitedException(result)
   }
 
@@ -167,7 +179,7 @@ export class TollboothGuard<Req = NestHttpRequest> implements CanActivate {
             }
           : cost,
     })
-    return { limiter, run }
+    return { limiter, cost: cost ?? 1, run }
   }
 }
 

@@ -72,7 +72,13 @@ export function planDocument(model: CostModel, document: DocumentNode): Document
       Field(node) {
         const field = typeInfo.getFieldDef()
         const parentType = typeInfo.getParentType()
-        if (field == null || parentType == null || node.name.value.startsWith('__')) return
+        if (field == null || parentType == null) return
+        // Introspection is priced by what it returns (introspectionCost.ts), which its arguments choose:
+        // `__type(name: $t)`, `fields(includeDeprecated: $d)`. Their values are the price's.
+        if (node.name.value.startsWith('__') || parentType.name.startsWith('__')) {
+          for (const argument of node.arguments ?? []) collectVariables(argument, costVariables)
+          return
+        }
         // Under an interface the field runs as one of its implementations': each may size its children its own way.
         const definitions = [{ field, cost: model.field(parentType as GraphQLNamedType, field) }]
         if (isInterfaceType(parentType)) {

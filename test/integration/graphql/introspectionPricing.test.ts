@@ -8,6 +8,7 @@ import { buildSchema, type GraphQLSchema, parse } from 'graphql'
 import { afterEach, describe, expect, it } from 'vitest'
 import { tokenBucket } from '../../../src/core/limiters/tokenBucket.js'
 import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
+import { CostAnalyzer } from '../../../src/graphql/index.js'
 import { closeServers, type GraphQLServerDriver, graphqlServerDrivers } from '../../helpers/graphqlServers.js'
 import { realCost } from '../../helpers/responseCost.js'
 
@@ -95,5 +96,41 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
     })
     // the type 1 + 25 fields × (field 1 + 2 arguments × (1 + type 1) + type 1 + ofType null 1)
     expect(counted).toBe(1 + FIELDS * (1 + 2 * 2 + 1 + 1))
+  })
+})
+
+describe('the price cache with introspection arguments given as variables', () => {
+  const schema = buildSchema(`
+    type Small { a: Int }
+    type Big { ${Array.from({ length: 200 }, (_, i) => `f${i}: Int${i % 2 === 0 ? ' @deprecated' : ''}`).join(' ')} }
+    type Query { small: Small big: Big }
+  `)
+  const fresh = (document: ReturnType<typeof parse>, variables: Record<string, unknown>) =>
+    new CostAnalyzer().estimate({ schema, document, variables })
+
+  it('__type(name: $t): each type name priced by what that type holds, whatever was priced first', () => {
+    const analyzer = new CostAnalyzer()
+    const document = parse(
+      'query($t: String!) { __type(name: $t) { fields(includeDeprecated: true) { name } } }',
+    )
+    const small = analyzer.estimate({ schema, document, variables: { t: 'Small' } })
+    const big = analyzer.estimate({ schema, document, variables: { t: 'Big' } })
+    expect(small).toBe(fresh(document, { t: 'Small' }))
+    expect(big).toBe(fresh(document, { t: 'Big' }))
+    // the type 1 + its 200 fields × (field 1 + name 0).
+    expect(big).toBe(201)
+    expect(small).toBeLessThan(big)
+  })
+
+  it('fields(includeDeprecated: $d): false and true priced apart', () => {
+    const analyzer = new CostAnalyzer()
+    const document = parse(
+      'query($d: Boolean) { __type(name: "Big") { fields(includeDeprecated: $d) { name } } }',
+    )
+    const without = analyzer.estimate({ schema, document, variables: { d: false } })
+    const withDeprecated = analyzer.estimate({ schema, document, variables: { d: true } })
+    expect(without).toBe(fresh(document, { d: false }))
+    expect(withDeprecated).toBe(fresh(document, { d: true }))
+    expect(withDeprecated).toBeGreaterThan(without)
   })
 })

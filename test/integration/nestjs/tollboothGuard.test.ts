@@ -298,6 +298,27 @@ describe.each(nestPlatforms)('TollboothGuard on %s', (platform) => {
     ])
   })
 
+  it('two guards on one limiter at other costs each spend theirs: cost 1 then 5 on capacity 10, 1 of 4 admitted', async () => {
+    const api = slowBucket('api', 10)
+    @UseGuards(new TollboothGuard({ default: api, cost: 5 }))
+    @Controller('heavy')
+    class HeavyController {
+      @Get()
+      get() {
+        return []
+      }
+    }
+    @Module({
+      controllers: [HeavyController],
+      providers: [{ provide: APP_GUARD, useValue: new TollboothGuard({ default: api }) }],
+    })
+    class AppModule {}
+    const server = await serve(AppModule)
+    // 1 + 5 = 6 of 10; the next request's 1 + 5 would be 12: refused, its 1 given back.
+    expect(await statuses(`${server.url}/heavy`, 4)).toEqual([200, 429, 429, 429])
+    expect(limitHeaders(await fetch(`${server.url}/heavy`)).ratelimit).toContain(`"${api.name}";r=4;`)
+  })
+
   it('the same guard as APP_GUARD and in @UseGuards decides once: 3 of capacity 3 admitted, not 1', async () => {
     const api = slowBucket('api', 3)
     const guard = new TollboothGuard({ default: api })
