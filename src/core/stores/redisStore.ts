@@ -344,15 +344,17 @@ export class RedisStore implements Store {
    * with the whole pipeline: under ASK, the importing node takes every key of the slot for its own, even those still
    * on the migrating one. Here a redirection comes back to the store instead: a MOVED call, and a request whose key
    * the node turned out not to hold, are queued again once the slot map is fresh (`redirect`); under ASK, each
-   * request of the call's slot is asked on its own where its key is (`sendAsked`). `countsOnBreaker` is false for
-   * those calls: a redirection is not the node's failure.
+   * request of the call's slot is asked on its own where its key is (`route`: `redirected`, then `asked`).
    */
   private sendToNode(
     node: string,
     connection: RedisConnection,
     calls: readonly (readonly Pending[])[],
-    countsOnBreaker = true,
+    route: NodeRoute = 'own',
   ): void {
+    const asking = route === 'asked'
+    // A redirection is not the node's failure: calls sent after one count neither way on its breaker.
+    const countsOnBreaker = route === 'own'
     // Defined on the connection first: a pipeline takes the commands its connection has when it is made.
     this.nodeBatchOn(connection)
     this.guarded(
@@ -360,9 +362,12 @@ export class RedisStore implements Store {
       node,
       (notAfter) => {
         const pipeline = connection.pipeline() as unknown as Record<string, BatchCommand> & {
+          asking(): unknown
           exec(): Promise<[Error | null, number[]][] | null>
         }
         for (const call of calls) {
+          // ASKING lets the next command alone into a slot the node is importing.
+          if (asking) pipeline.asking()
           ;(pipeline[nodeBatchCommand] as BatchCommand)(
             1,
             (call[0] as Pending).key,
@@ -377,15 +382,22 @@ export class RedisStore implements Store {
         /** By importing node: the first request of each call answered ASK. */
         const asked = new Map<string, Pending[]>()
         for (const [i, call] of calls.entries()) {
-          const [error, flat] = results?.[i] ?? [new Error('no reply in the pipeline'), []]
+          const [error, flat] = results?.[asking ? 2 * i + 1 : i] ?? [
+            new Error('no reply in the pipeline'),
+            [],
+          ]
           if (error === null) this.answer(node, call, flat, countsOnBreaker)
+          // Sent where Redis said and refused again: ioredis routes it from here.
+          else if (asking) for (const p of call) this.sendRedirected(p)
           else if (error.message.startsWith('ASK ')) {
             // The call's first key is being imported by the node named. The other keys of its slot may be on
             // either node: each is asked here on its own (with its key declared, the node says ASK or answers),
             // all in one pipeline. The keys of other slots go in the next batch.
             const [first, ...rest] = call as [Pending, ...Pending[]]
             const importer = error.message.split(' ')[2] ?? UNKNOWN_NODE
-            asked.set(importer, [...(asked.get(importer) ?? []), first])
+            const toImporter = asked.get(importer)
+            if (toImporter === undefined) asked.set(importer, [first])
+            else toImporter.push(first)
             const slot = calculateSlot(first.key)
             const migrating = rest.filter((p) => calculateSlot(p.key) === slot)
             if (migrating.length > 0) {
@@ -393,7 +405,7 @@ export class RedisStore implements Store {
                 node,
                 connection,
                 migrating.map((p) => [p]),
-                false,
+                'redirected',
               )
             }
             this.requeue(rest.filter((p) => calculateSlot(p.key) !== slot))
@@ -412,48 +424,17 @@ export class RedisStore implements Store {
         for (const [importer, pending] of asked) {
           const connection = connections.get(importer)
           if (connection === undefined) for (const p of pending) this.sendRedirected(p)
-          else this.sendAsked(importer, connection, pending)
+          else
+            this.sendToNode(
+              importer,
+              connection,
+              pending.map((p) => [p]),
+              'asked',
+            )
         }
       },
       (error: unknown) => {
         for (const call of calls) for (const p of call) p.reject(error)
-      },
-    )
-  }
-
-  /**
-   * Requests whose keys a migrating node said are being imported by `node` (ASK): one pipeline there, each request
-   * after an ASKING of its own (which lets the next command into an importing slot), its key declared. Like every
-   * redirected request, not counted on the breaker; one answered with an error goes on its own, for ioredis to
-   * route.
-   */
-  private sendAsked(node: string, connection: RedisConnection, asked: readonly Pending[]): void {
-    this.nodeBatchOn(connection)
-    this.guarded(
-      'batch',
-      node,
-      (notAfter) => {
-        const pipeline = connection.pipeline() as unknown as Record<string, BatchCommand> & {
-          asking(): unknown
-          exec(): Promise<[Error | null, number[]][] | null>
-        }
-        for (const p of asked) {
-          pipeline.asking()
-          ;(pipeline[nodeBatchCommand] as BatchCommand)(1, p.key, ...this.nodeBatchArgs([p], notAfter))
-        }
-        return pipeline.exec()
-      },
-      false,
-    ).then(
-      (results) => {
-        for (const [i, p] of asked.entries()) {
-          const [error, flat] = results?.[2 * i + 1] ?? [new Error('no reply in the pipeline'), []]
-          if (error === null) this.answer(node, [p], flat, false)
-          else this.sendRedirected(p)
-        }
-      },
-      (error: unknown) => {
-        for (const p of asked) p.reject(error)
       },
     )
   }
@@ -695,6 +676,12 @@ export class RedisStore implements Store {
     })
   }
 }
+
+/**
+ * How a node batch is sent: `own`, to the node the slot map names; `redirected`, there again after a redirection
+ * (each request on its own); `asked`, to the node an ASK named, each request under ASKING.
+ */
+type NodeRoute = 'own' | 'redirected' | 'asked'
 
 /** Times a request may be queued again after a cluster node sent it back, before it goes on its own. */
 const MAX_REQUEUES = 1
