@@ -22,6 +22,11 @@
  * Redis: a private redis-server started by `startRedis()` (never the shared one on :6379), stopped at the end.
  * Each Redis contender gets its own ioredis client with the same options, `redisClientOptions` below.
  *
+ * Redis CPU per decision: redis-server's own CPU time (`INFO cpu`, `used_cpu_user` + `used_cpu_sys`) read before and
+ * after each measured phase, over the decisions of that phase; on the cluster, summed over the masters (the replicas
+ * do the same replication work for both libraries). It is what a shared Redis pays for each decision, whatever the
+ * client's speed.
+ *
  * tollbooth is imported by its own name (`dist/`, the published build; the script builds first), not from the
  * TypeScript sources, which tsx would compile with `__name()` wrappers around every closure.
  */
@@ -46,6 +51,8 @@ const TARGETS: Record<Backend, number | undefined> = {
   cluster: 1.3,
   unlimited: undefined,
 }
+/** µs of redis-server CPU per tollbooth decision on one Redis; on every backend, less than RLF's. */
+const REDIS_CPU_TARGET_US = 5
 const BACKENDS = ['memory', 'unlimited', 'redis', 'cluster'] as const
 /** `-- --only cluster` (or memory, unlimited, redis) runs one pair. */
 const ONLY = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : undefined
@@ -114,6 +121,8 @@ class Run {
 
 interface Result {
   readonly perSecond: number
+  /** µs of redis-server CPU per decision; NaN on memory. */
+  readonly redisCpuUs: number
   readonly p50: number
   readonly p99: number
   readonly allowedRatio: number
@@ -175,7 +184,9 @@ function rlfContender(
   }
 }
 
-async function phase(contender: Contender, durationMs: number): Promise<Result> {
+type Phase = Omit<Result, 'redisCpuUs'> & { readonly decisions: number }
+
+async function phase(contender: Contender, durationMs: number): Promise<Phase> {
   const start = performance.now()
   const run = new Run(start + durationMs)
   await Promise.all(Array.from({ length: CONCURRENCY }, () => contender.worker(run)))
@@ -183,6 +194,7 @@ async function phase(contender: Contender, durationMs: number): Promise<Result> 
   return {
     // Only store-answered decisions count: a fail-open answer is fast but is no decision of the store.
     perSecond: (run.calls - run.errors) / elapsedSeconds,
+    decisions: run.calls - run.errors,
     p50: run.latency.percentile(50),
     p99: run.latency.percentile(99),
     allowedRatio: run.allowed / (run.calls - run.errors),
@@ -190,9 +202,26 @@ async function phase(contender: Contender, durationMs: number): Promise<Result> 
   }
 }
 
-async function measure(contender: Contender): Promise<Result> {
+/** Seconds of CPU the backend's redis-servers have used so far; absent on memory. */
+type RedisCpu = (() => Promise<number>) | undefined
+
+async function measure(contender: Contender, redisCpu: RedisCpu): Promise<Result> {
   await phase(contender, WARMUP_MS)
-  return phase(contender, MEASURE_MS)
+  const cpuBefore = await redisCpu?.()
+  const { decisions, ...result } = await phase(contender, MEASURE_MS)
+  const cpuAfter = await redisCpu?.()
+  const redisCpuUs =
+    cpuBefore === undefined || cpuAfter === undefined
+      ? Number.NaN
+      : ((cpuAfter - cpuBefore) * 1e6) / decisions
+  return { ...result, redisCpuUs }
+}
+
+/** `used_cpu_user` + `used_cpu_sys` of one redis-server, in seconds. */
+async function redisCpuSeconds(client: Redis): Promise<number> {
+  const info = await client.info('cpu')
+  const field = (name: string) => Number(new RegExp(`^${name}:(\\S+)`, 'm').exec(info)?.[1] ?? Number.NaN)
+  return field('used_cpu_user') + field('used_cpu_sys')
 }
 
 async function main(): Promise<void> {
@@ -231,6 +260,21 @@ async function main(): Promise<void> {
       },
     })
     await clusterStore.warmUp()
+    const cpuClients = await Promise.all(
+      [redis.port, ...(await cluster.masters()).map((master) => master.port)].map(async (port) => {
+        const client = new Redis(redisClientOptions(port))
+        clients.push(client)
+        await client.connect()
+        return client
+      }),
+    )
+    const [standaloneCpu, ...masterCpus] = cpuClients as [Redis, ...Redis[]]
+    const redisCpu: Record<Backend, RedisCpu> = {
+      memory: undefined,
+      unlimited: undefined,
+      redis: () => redisCpuSeconds(standaloneCpu),
+      cluster: async () => (await Promise.all(masterCpus.map(redisCpuSeconds))).reduce((a, b) => a + b, 0),
+    }
     const redisVersion = /redis_version:(\S+)/.exec(await tollboothClient.info('server'))?.[1] ?? '?'
 
     const contenders: Contender[] = [
@@ -320,7 +364,7 @@ async function main(): Promise<void> {
         const pair = contenders.filter((c) => c.backend === backend)
         if (round % 2 === 0) pair.reverse()
         for (const contender of pair) {
-          const result = await measure(contender)
+          const result = await measure(contender, redisCpu[contender.backend])
           results.get(contender)?.push(result)
           console.log(
             `round ${round}  ${contender.name.padEnd(44)} ${Math.round(result.perSecond).toLocaleString('en-US').padStart(10)}/s`,
@@ -341,6 +385,7 @@ async function main(): Promise<void> {
               perSecond: median(rounds.map((r) => r.perSecond)),
               p50: median(rounds.map((r) => r.p50)),
               p99: median(rounds.map((r) => r.p99)),
+              redisCpuUs: median(rounds.map((r) => r.redisCpuUs)),
               allowedRatio: median(rounds.map((r) => r.allowedRatio)),
               errors: rounds.reduce((sum, r) => sum + r.errors, 0),
               spread: `${fmt(byRate[0]?.perSecond)}–${fmt(byRate.at(-1)?.perSecond)}`,
@@ -359,6 +404,7 @@ async function main(): Promise<void> {
         'p99 ms'.padStart(8),
         'allowed'.padStart(8),
         'errors'.padStart(7),
+        'Redis CPU µs/decision'.padStart(22),
       ].join(' '),
     )
     for (const [c, s] of summary) {
@@ -371,6 +417,7 @@ async function main(): Promise<void> {
           s.p99.toFixed(3).padStart(8),
           `${(s.allowedRatio * 100).toFixed(1)}%`.padStart(8),
           String(s.errors).padStart(7),
+          (Number.isNaN(s.redisCpuUs) ? '–' : s.redisCpuUs.toFixed(2)).padStart(22),
         ].join(' '),
       )
     }
@@ -388,6 +435,28 @@ async function main(): Promise<void> {
             ? `target ≥ ${target.toFixed(1)}×   met`
             : `target ≥ ${target.toFixed(1)}×   NOT met (${(((target - ratio) / target) * 100).toFixed(0)}% short)`
       console.log(`tollbooth/RLF ${backend.padEnd(9)} ${ratio.toFixed(2)}×   ${verdict}`)
+    }
+    console.log()
+    for (const backend of RUN_BACKENDS) {
+      if (redisCpu[backend] === undefined) continue
+      const cpuOf = (library: Contender['library']) =>
+        [...summary].find(([c]) => c.backend === backend && c.library === library)?.[1].redisCpuUs ??
+        Number.NaN
+      const tollbooth = cpuOf('tollbooth')
+      const rlf = cpuOf('RLF')
+      // The target is for one Redis; a cluster's masters also feed their replicas, for both libraries alike.
+      const verdicts = [tollbooth < rlf ? 'below RLF: met' : 'below RLF: NOT met']
+      if (backend === 'redis') {
+        verdicts.push(
+          tollbooth <= REDIS_CPU_TARGET_US
+            ? `≤ ${REDIS_CPU_TARGET_US} µs at ${fmt(KEY_COUNT)} keys: met`
+            : `≤ ${REDIS_CPU_TARGET_US} µs at ${fmt(KEY_COUNT)} keys: NOT met (${(((tollbooth - REDIS_CPU_TARGET_US) / REDIS_CPU_TARGET_US) * 100).toFixed(0)}% over)`,
+        )
+      }
+      console.log(
+        `Redis CPU per decision ${backend.padEnd(9)} tollbooth ${tollbooth.toFixed(2)} µs, RLF ${rlf.toFixed(2)} µs   ` +
+          `target ${verdicts.join(', ')}`,
+      )
     }
     console.log(`\nload average after: ${loadAverage()}`)
     if (storeErrors.size > 0)

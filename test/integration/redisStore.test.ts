@@ -1,6 +1,7 @@
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
+import { fixedWindow } from '../../src/core/limiters/fixedWindow.js'
 import { tokenBucket } from '../../src/core/limiters/tokenBucket.js'
 import { RedisStore } from '../../src/core/stores/redisStore.js'
 import { type RedisClusterProcess, startRedisCluster } from '../helpers/redisServer.js'
@@ -51,6 +52,66 @@ describe('RedisStore batching', () => {
     )
     expect(decisions).toHaveLength(10)
     expect(calls).toBe(1)
+  })
+
+  it('one call mixing limiters, costs and ops: each request is decided by its own algorithm, cost and limit', async () => {
+    const small = tokenBucket({ name: 'small', store, capacity: 3, refillPerSecond: 0.001, denyCache: false })
+    const large = tokenBucket({
+      name: 'large',
+      store,
+      capacity: 10,
+      refillPerSecond: 0.001,
+      denyCache: false,
+    })
+    const windowed = fixedWindow({ name: 'window', store, limit: 2, windowMs: 60_000, denyCache: false })
+    const decisions = await Promise.all([
+      small.consume('k'),
+      large.consume('k', 4),
+      windowed.consume('k'),
+      small.consume('k', 2),
+      large.consume('k', 4),
+      windowed.consume('k'),
+      small.consume('k'),
+      large.consume('k', 4),
+      windowed.consume('k'),
+      large.peek('k'),
+    ])
+    expect(calls).toBe(1)
+    expect(decisions.map((d) => [d.allowed, d.remaining])).toEqual([
+      [true, 2],
+      [true, 6],
+      [true, 1],
+      [true, 0],
+      [true, 2],
+      [true, 0],
+      [false, 0],
+      [false, 2],
+      [false, 0],
+      [true, 2],
+    ])
+  })
+
+  it("a token bucket's key lasts until its bucket is full again, and less than a second longer", async () => {
+    // Refilled 1 token a millisecond: a consume of 100 puts the TAT 100 ms ahead, and of 1, 1 ms more, most of them
+    // within the second the key already expires at the end of (its TTL kept), some across it (a new TTL).
+    const limiter = tokenBucket({
+      name: 'ttl',
+      store,
+      capacity: 1000,
+      refillPerSecond: 1000,
+      denyCache: false,
+    })
+    const key = store.keyOf('ttl', 'k')
+    for (let i = 0; i < 60; i++) {
+      const started = performance.now()
+      const decision = await limiter.consume('k', i % 10 === 0 ? 100 : 1)
+      const ttl = await client.pttl(key)
+      const elapsed = Math.ceil(performance.now() - started)
+      expect(decision.allowed).toBe(true)
+      // resetMs: until the bucket is full again, as of the decision; the TTL is read up to `elapsed` ms later.
+      expect(ttl).toBeGreaterThanOrEqual(decision.resetMs - elapsed - 1)
+      expect(ttl).toBeLessThanOrEqual(decision.resetMs + 1000)
+    }
   })
 
   it('answers while the test runner fakes timers: the batch is sent on a real setImmediate', async () => {
@@ -109,6 +170,21 @@ describe('RedisStore on a cluster', () => {
       const nodes = new Set(identities.map((id) => client.slots[calculateSlot(store.keyOf('c', id))]?.[0]))
       expect(nodes.size).toBe(3)
       expect(calls).toBe(nodes.size)
+
+      // Two limiters at two costs in the same node calls: each request read by its own spec.
+      calls = 0
+      const other = tokenBucket({ name: 'c2', store, capacity: 5, refillPerSecond: 0.001, denyCache: false })
+      const mixed = await Promise.all(
+        identities.flatMap((key) => [other.consume(key, 3), limiter.consume(key), other.consume(key, 2)]),
+      )
+      expect(calls).toBe(nodes.size)
+      expect(mixed.map((d) => [d.allowed, d.remaining])).toEqual(
+        identities.flatMap(() => [
+          [true, 2],
+          [false, 0],
+          [true, 0],
+        ]),
+      )
     } finally {
       client.disconnect()
     }

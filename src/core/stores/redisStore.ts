@@ -9,6 +9,7 @@ import { hashKey } from '../hashKey.js'
 import { emit, type StoreHooks, storeHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
 import { nonEmptyString, positiveInteger, timerMs } from '../validate.js'
+import { batchSpecs } from './batchSpecs.js'
 import { addressOf, ClientReadiness } from './clientReadiness.js'
 import { callsByNode, isRedirection, NOT_ON_THIS_NODE, UNKNOWN_NODE } from './clusterCalls.js'
 import { allOfLua } from './lua/allOf.js'
@@ -229,8 +230,8 @@ export class RedisStore implements Store {
       call =
         connection === undefined
           ? Promise.reject(new Error(`no connection to ${node}`))
-          : this.nodeBatchOn(connection)(1, key, this.now(), 0, 1, key, ...peek)
-    } else call = this.batch(1, key, this.now(), 0, ...peek)
+          : this.nodeBatchOn(connection)(1, key, this.now(), 0, 1, 1, ...peek, key, 1)
+    } else call = this.batch(1, key, this.now(), 0, 1, ...peek, 1)
     return call.then(
       (flat) => this.learnClock(node, flat),
       (cause: unknown) => {
@@ -448,18 +449,19 @@ export class RedisStore implements Store {
     return (commands[nodeBatchCommand] as BatchCommand).bind(connection)
   }
 
-  /** ARGV of the node batch script: the time, the deadline, the count, and each request's key, algorithm, op, args. */
+  /** ARGV of the node batch script: the time, the deadline, the count, the specs, and each request's key and spec. */
   private nodeBatchArgs(pending: readonly Pending[], notAfter: number): (number | string)[] {
-    const args: (number | string)[] = [this.now(), notAfter, pending.length]
-    for (const { key, request } of pending) args.push(key, request.algorithm, request.op, ...request.args)
+    const specs = batchSpecs(pending.map((p) => p.request))
+    const args: (number | string)[] = [this.now(), notAfter, pending.length, specs.count, ...specs.args]
+    for (const [i, { key }] of pending.entries()) args.push(key, specs.numbers[i] as number)
     return args
   }
 
-  /** KEYS then ARGV of the batch script for these requests. */
+  /** KEYS then ARGV of the batch script for these requests: the time, the deadline, the specs, each request's spec. */
   private scriptArgs(pending: readonly Pending[], notAfter: number): (number | string)[] {
+    const specs = batchSpecs(pending.map((p) => p.request))
     const keysThenArgs: (number | string)[] = pending.map((p) => p.key)
-    keysThenArgs.push(this.now(), notAfter)
-    for (const { request } of pending) keysThenArgs.push(request.algorithm, request.op, ...request.args)
+    keysThenArgs.push(this.now(), notAfter, specs.count, ...specs.args, ...specs.numbers)
     return keysThenArgs
   }
 

@@ -24,14 +24,15 @@ local writes = {}
 local all_allowed = true
 for i = 1, #KEYS do
   local at = 3 + (i - 1) * 4
-  local result, write = algorithms[ARGV[at]](KEYS[i], 'consume', now, ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
+  local result, write, w1, w2 = algorithms[ARGV[at]](KEYS[i], 'consume', now, ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
   replies[i] = result
-  writes[i] = write
+  writes[i] = { write, w1, w2 }
   if result[1] == 0 then all_allowed = false end
 end
 if all_allowed then
   for i = 1, #KEYS do
-    if writes[i] then writes[i]() end
+    local write = writes[i]
+    if write[1] then write[1](KEYS[i], now, write[2], write[3]) end
   end
 end
 local flat = {}

@@ -17,9 +17,11 @@ import { slidingWindowFunction } from './slidingWindow.js'
  * answered `-1` is applied (but the concurrency step's removal of expired leases, which changes no decision).
  * Requests are applied in order, each write made at once, as in `batch`.
  *
+ * Specs are shared as in `batch`.
  * KEYS[1]: the key of the first request (routing only) · ARGV[1]: time in µs, or 0 to read the server clock ·
- * ARGV[2]: the deadline in the server's µs, or 0 · ARGV[3]: the number of requests ·
- * ARGV[4 + 6(i-1) .. 9 + 6(i-1)]: request i's key, algorithm, op and 3 args.
+ * ARGV[2]: the deadline in the server's µs, or 0 · ARGV[3]: the number of requests · ARGV[4]: the number of specs
+ * S · ARGV[5 + 5(s-1) .. 9 + 5(s-1)]: spec s's algorithm, op and 3 args · ARGV[5 + 5S + 2(i-1)] and the next:
+ * request i's key and spec.
  * Returns the replies, flattened (5 integers each; `-1, 0, 0, 0, 0` for a request whose key is not on this node),
  * then the time; past the deadline, `-2` and the time, having changed nothing.
  */
@@ -34,11 +36,13 @@ local algorithms = {
 local now = clock(ARGV[1])
 if past_deadline(now, ARGV[2]) then return { -2, now } end
 local count = tonumber(ARGV[3])
+local first_request = 5 + 5 * tonumber(ARGV[4])
 local flat = {}
 for i = 1, count do
-  local at = 4 + (i - 1) * 6
-  local ok, result, write = pcall(algorithms[ARGV[at + 1]], ARGV[at], ARGV[at + 2], now, ARGV[at + 3], ARGV[at + 4], ARGV[at + 5])
-  if ok and write then ok = pcall(write) end
+  local key = ARGV[first_request + 2 * (i - 1)]
+  local at = 5 + 5 * (tonumber(ARGV[first_request + 2 * (i - 1) + 1]) - 1)
+  local ok, result, write, w1, w2 = pcall(algorithms[ARGV[at]], key, ARGV[at + 1], now, ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
+  if ok and write then ok = pcall(write, key, now, w1, w2) end
   if ok then
     for j = 1, 5 do flat[#flat + 1] = result[j] end
   else

@@ -1,7 +1,7 @@
 /**
- * Helpers shared by every script. Each algorithm is a Lua function `(key, op, now, a1, a2, a3) -> reply, write`;
- * the rate algorithms only read, and return the write they decided on as `write` (a function), so that `allOf` can
- * check several policies before writing any. Numbers are handed to `redis.call` as Lua numbers, never through `tostring`
+ * Helpers shared by every script. Each algorithm is a Lua function `(key, op, now, a1, a2, a3) -> reply, write, w1, w2`;
+ * the rate algorithms only read, and return the write they decided on as `write` (a function, called
+ * `write(key, now, w1, w2)`), so that `allOf` can check several policies before writing any. Numbers are handed to `redis.call` as Lua numbers, never through `tostring`
  * (which keeps 14 digits and would truncate microsecond timestamps); replies are integers because Redis truncates
  * Lua numbers to integers.
  */
