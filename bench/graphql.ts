@@ -76,6 +76,8 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { startRedis } from '../test/helpers/redisServer.js'
 import {
+  ALLOCATION_TARGETS,
+  ALLOCATION_WORKLOAD,
   apolloPluginBuilt,
   baselineOf,
   CONTENDER_KEYS,
@@ -429,6 +431,7 @@ function report(
       )
     }
   }
+  if (workload.name === ALLOCATION_WORKLOAD) allocationVerdicts(contenders, results, allocated)
   const control = contenders.find((c) => c.key === 'yogaPlainAgain')
   const plain = contenders.find((c) => c.key === 'yogaPlain')
   if (control !== undefined && plain !== undefined) {
@@ -452,6 +455,47 @@ function report(
     )
   }
   console.log(`load average after workload ${workload.name}: ${loadAverage()}`)
+}
+
+/** tollbooth's extra bytes per request over its plain server against graphql-armor's, with the paired rate beside. */
+function allocationVerdicts(
+  contenders: readonly Contender[],
+  results: ReadonlyMap<Contender, Round[]>,
+  allocated: ReadonlyMap<Contender, number>,
+): void {
+  const byKey = (key: ContenderKey) => contenders.find((c) => c.key === key)
+  const extraOf = (contender: Contender) => {
+    const plain = byKey(baselineOf(contender.key))
+    return plain === undefined
+      ? Number.NaN
+      : (allocated.get(contender) ?? Number.NaN) - (allocated.get(plain) ?? Number.NaN)
+  }
+  console.log()
+  for (const [key, target] of Object.entries(ALLOCATION_TARGETS) as [ContenderKey, AllocationTarget][]) {
+    const contender = byKey(key)
+    const reference = byKey(target.reference)
+    const plain = byKey(baselineOf(key))
+    if (contender === undefined || reference === undefined || plain === undefined) continue
+    const extra = extraOf(contender)
+    const allowed = extraOf(reference) + target.marginBytes
+    const { paired } = versusPlain(
+      results.get(contender) ?? [],
+      results.get(plain) ?? [],
+      (r) => r.serverMicrosPerRequest,
+    )
+    console.log(
+      `allocation verdict, ${contender.name}: ${signedKb(extra)} per request over ${plain.name}, ` +
+        `target ≤ ${reference.name}'s ${signedKb(extraOf(reference))} + ${fmt(target.marginBytes / 1000)} kB = ` +
+        `${signedKb(allowed)}   ${extra <= allowed ? 'met' : `NOT met (${signedKb(extra - allowed)} over)`}` +
+        `   (paired rate ${paired.toFixed(2)}×)`,
+    )
+  }
+}
+
+type AllocationTarget = NonNullable<(typeof ALLOCATION_TARGETS)[ContenderKey]>
+
+function signedKb(bytes: number): string {
+  return `${bytes >= 0 ? '+' : '−'}${(Math.abs(bytes) / 1000).toFixed(1)} kB`
 }
 
 async function runWorkload(

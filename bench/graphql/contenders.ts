@@ -89,3 +89,18 @@ export async function apolloPluginBuilt(): Promise<boolean> {
     return false
   }
 }
+
+/**
+ * On light requests, where a few microseconds are below what this machine's noise lets a rate tell apart, the
+ * verdict is on bytes allocated per request (a figure the load does not move): tollbooth's extra over its plain
+ * server at most graphql-armor's extra plus `marginBytes`.
+ */
+export const ALLOCATION_TARGETS: Partial<
+  Record<ContenderKey, { reference: ContenderKey; marginBytes: number }>
+> = {
+  yogaMemory: { reference: 'yogaArmor', marginBytes: 3000 },
+  apolloMemory: { reference: 'apolloArmor', marginBytes: 3000 },
+}
+
+/** The workload the allocation verdicts are for. */
+export const ALLOCATION_WORKLOAD = 'light'

@@ -93,7 +93,7 @@ describe('RedisStore batching', () => {
 
   it("a token bucket's key lasts until its bucket is full again, and less than a second longer", async () => {
     // Refilled 1 token a millisecond: a consume of 100 puts the TAT 100 ms ahead, and of 1, 1 ms more, most of them
-    // within the second the key already expires at the end of (its TTL kept), some across it (a new TTL).
+    // within one second of the server's clock, some across its end.
     const limiter = tokenBucket({
       name: 'ttl',
       store,
@@ -112,6 +112,30 @@ describe('RedisStore batching', () => {
       expect(ttl).toBeGreaterThanOrEqual(decision.resetMs - elapsed - 1)
       expect(ttl).toBeLessThanOrEqual(decision.resetMs + 1000)
     }
+  })
+
+  it('a key an earlier version wrote (its TTL ending at its TAT) gets a TTL of its own on the next write', async () => {
+    // Written as an earlier version did (a rolling upgrade): the TAT 100 ms into the next second, and a TTL to the
+    // TAT exactly. A consume of 500 (1 token a millisecond) moves the TAT within the same second: a write keeping
+    // that TTL (`KEEPTTL`) would drop the key 500 ms before its bucket is full.
+    const limiter = tokenBucket({
+      name: 'legacy',
+      store,
+      capacity: 3000,
+      refillPerSecond: 1000,
+      denyCache: false,
+    })
+    const key = store.keyOf('legacy', 'k')
+    const [seconds, micros] = (await client.time()).map(Number) as [number, number]
+    const now = seconds * 1e6 + micros
+    const tat = Math.ceil(now / 1e6) * 1e6 + 100_000
+    await client.set(key, String(tat), 'PX', Math.ceil((tat - now) / 1000))
+    const started = performance.now()
+    const decision = await limiter.consume('k', 500)
+    const ttl = await client.pttl(key)
+    const elapsed = Math.ceil(performance.now() - started)
+    expect(decision.allowed).toBe(true)
+    expect(ttl).toBeGreaterThanOrEqual(decision.resetMs - elapsed - 1)
   })
 
   it('answers while the test runner fakes timers: the batch is sent on a real setImmediate', async () => {

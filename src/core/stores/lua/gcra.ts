@@ -4,9 +4,9 @@
  *
  * The key expires at the end of the second (of the server's clock) its TAT falls in, not at the TAT itself: a TAT
  * at or before now reads as a full bucket, so a key that outlives its TAT by less than a second changes no decision,
- * and a write whose TAT stays within the second the key already expires after keeps its TTL (`KEEPTTL`) instead of
- * setting a new one, which is most of the writes of a busy key and about a sixth of the script's work per decision.
- * Its helpers are top-level functions, not closures made on every call.
+ * while a TTL to the TAT itself, counted by Redis from its own reading of the clock, can end a fraction of a
+ * millisecond before it. A key written by an earlier version (a rolling upgrade) expires at its TAT and is read the
+ * same. The helpers are top-level functions, not closures made on every call.
  */
 export const gcraFunction = `
 local GCRA_EXPIRY_STEP_US = 1000000
@@ -15,13 +15,9 @@ local function gcra_expiry_step(tat)
   return math.ceil(tat / GCRA_EXPIRY_STEP_US)
 end
 
--- write(key, now, next_tat, stored_tat): the stored key expires at the end of its TAT's step, or later
-local function gcra_save(key, now, next_tat, stored_tat)
-  if stored_tat ~= nil and gcra_expiry_step(next_tat) <= gcra_expiry_step(stored_tat) then
-    redis.call('SET', key, next_tat, 'KEEPTTL')
-  else
-    redis.call('SET', key, next_tat, 'PX', to_ms(gcra_expiry_step(next_tat) * GCRA_EXPIRY_STEP_US - now))
-  end
+-- write(key, now, next_tat): the key expires at the end of the step its TAT falls in
+local function gcra_save(key, now, next_tat)
+  redis.call('SET', key, next_tat, 'PX', to_ms(gcra_expiry_step(next_tat) * GCRA_EXPIRY_STEP_US - now))
 end
 
 local function gcra_delete(key)
@@ -47,13 +43,13 @@ local function gcra(key, op, now, a1, a2, a3)
       -- denied: nothing written, so a denied request consumes nothing
       return reply(false, math.floor((burst - (base - now)) / emission), base - now, next_tat - now - burst, 0)
     end
-    return reply(true, math.floor((burst - (next_tat - now)) / emission), next_tat - now, 0, base - now), gcra_save, next_tat, tat
+    return reply(true, math.floor((burst - (next_tat - now)) / emission), next_tat - now, 0, base - now), gcra_save, next_tat
   elseif op == 'debit' then
     -- taken whatever is left: at most one burst of debt past a full bucket; allowed when all of it was taken
     local wanted = base + amount
     local cap = now + 2 * burst
     local next_tat = math.min(wanted, cap)
-    return reply(wanted <= cap, math.floor((burst - (next_tat - now)) / emission), next_tat - now, next_tat + emission - now - burst, 0), gcra_save, next_tat, tat
+    return reply(wanted <= cap, math.floor((burst - (next_tat - now)) / emission), next_tat - now, next_tat + emission - now - burst, 0), gcra_save, next_tat
   elseif op == 'peek' then
     return gcra_peek_reply(base, now, emission, burst)
   elseif op == 'refund' then
@@ -63,7 +59,7 @@ local function gcra(key, op, now, a1, a2, a3)
       -- a TAT at or before now is a full bucket: delete rather than store credit beyond capacity
       return gcra_peek_reply(now, now, emission, burst), gcra_delete
     end
-    return gcra_peek_reply(next_tat, now, emission, burst), gcra_save, next_tat, tat
+    return gcra_peek_reply(next_tat, now, emission, burst), gcra_save, next_tat
   end
   error('tollbooth gcra: unknown op ' .. tostring(op))
 end
