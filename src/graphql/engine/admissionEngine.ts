@@ -65,12 +65,6 @@ import { SubscriptionAdmission } from './subscriptionAdmission.js'
 import { WorkMeter } from './workMeter.js'
 
 /** What a server tells the engine about itself. */
-/** The work meter of the one operation admitted in a context. */
-interface ContextMeter {
-  readonly operation: OperationDefinitionNode
-  readonly meter: WorkMeter
-}
-
 export interface ServerAdapter {
   /**
    * Whether the operation of this context is answered over HTTP, where a refusal's `extensions.http` (status,
@@ -104,14 +98,8 @@ export class AdmissionEngine {
   private readonly guardedParsers = new WeakMap<object, ParseFunction>()
   /** Per document, the structural rules' first refusal (null: it passes). */
   private readonly structureVerdicts = new WeakMap<DocumentNode, GraphQLError | null>()
-  /**
-   * The work meters of the operations admitted in each context: one (the usual case), or by operation when one
-   * context serves several. Not a property of the context: adding one to the server's context object copies its
-   * properties, some hundreds of bytes on every request.
-   */
-  private readonly meters = new WeakMap<object, ContextMeter | Map<OperationDefinitionNode, WorkMeter>>()
-  /** The mark of the resolvers this engine wrapped to report their work. */
-  private readonly instrumentedMark = Symbol('tollbooth work meters')
+  /** Where each context holds the work meters of its admitted operations, by operation. */
+  private readonly metersKey = Symbol('tollbooth work meters')
   /** Schemas whose resolvers report their work to this engine's meters. */
   private readonly instrumented = new WeakSet<GraphQLSchema>()
   /** Whether `identify` was given (else the identity is the client's address). */
@@ -164,17 +152,17 @@ export class AdmissionEngine {
       this.analyzer.settings,
       (context, info, points) => this.meterOf(context, info.operation)?.report(points) ?? true,
       (context, info, counted) => this.exhaustedRefusal(context, info.operation, counted),
-      this.instrumentedMark,
+      this.metersKey,
     )
     this.instrumented.add(schema)
   }
 
   /** The work meter of an operation admitted in `context`, if any. */
   private meterOf(context: unknown, operation: OperationDefinitionNode): WorkMeter | undefined {
-    if (typeof context !== 'object' || context === null) return undefined
-    const meters = this.meters.get(context)
-    if (meters instanceof Map) return meters.get(operation)
-    return meters?.operation === operation ? meters.meter : undefined
+    const meters = (context as Record<symbol, Map<OperationDefinitionNode, WorkMeter>> | null)?.[
+      this.metersKey
+    ]
+    return meters?.get(operation)
   }
 
   /**
@@ -506,7 +494,7 @@ export class AdmissionEngine {
     // A subscription's events pay a budget of their own, event by event: its meter only counts.
     const meter = new WorkMeter(toSettle, !config.dryRun, operation.operation !== 'subscription')
     const metered = this.instrumented.has(schema)
-    if (metered) this.addMeter(context, operation, meter)
+    if (metered) this.metersIn(context).set(operation, meter)
     // Every field named: a spread of `toSettle` followed by more fields allocated some hundreds of bytes more per
     // operation (V8 builds such an object field by field).
     return {
@@ -526,23 +514,18 @@ export class AdmissionEngine {
   }
 
   /**
-   * Yoga and Apollo give each operation of a batch a context of its own, but one object can still serve several
-   * operations: graphql-ws' `context` given as an object, or a caller of Envelop's `execute` passing the same
-   * `contextValue` twice.
+   * The work meters of a context's operations, made on first need. Yoga and Apollo give each operation of a batch a
+   * context of its own, but one object can still serve several operations: graphql-ws' `context` given as an object,
+   * or a caller of Envelop's `execute` passing the same `contextValue` twice.
    */
-  private addMeter(context: GraphQLContext, operation: OperationDefinitionNode, meter: WorkMeter): void {
-    if (typeof context !== 'object' || context === null) return
-    const held = this.meters.get(context)
-    if (held === undefined) this.meters.set(context, { operation, meter })
-    else if (held instanceof Map) held.set(operation, meter)
-    else
-      this.meters.set(
-        context,
-        new Map([
-          [held.operation, held.meter],
-          [operation, meter],
-        ]),
-      )
+  private metersIn(context: GraphQLContext): Map<OperationDefinitionNode, WorkMeter> {
+    const holder = context as Record<symbol, Map<OperationDefinitionNode, WorkMeter> | undefined>
+    let meters = holder[this.metersKey]
+    if (meters === undefined) {
+      meters = new Map()
+      holder[this.metersKey] = meters
+    }
+    return meters
   }
 
   /** Refuses the operation (or, in dry-run, notes the refusal); answers whether admission stops here. */
