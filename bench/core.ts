@@ -24,8 +24,10 @@
  *
  * Redis CPU per decision: redis-server's own CPU time (`INFO cpu`, `used_cpu_user` + `used_cpu_sys`) read before and
  * after each measured phase, over the decisions of that phase; on the cluster, summed over the masters (the replicas
- * do the same replication work for both libraries). It is what a shared Redis pays for each decision, whatever the
- * client's speed.
+ * do the same replication work for both libraries). It is what a shared Redis pays for each decision. Decisions per
+ * script call (`INFO commandstats`: EVALSHA, EVAL and FCALL calls over the same phase) is printed beside it: Redis
+ * pays a fixed price per call, so a client that batches more decisions into one call costs Redis less per decision,
+ * and a slower client, whose batches are smaller, more.
  *
  * tollbooth is imported by its own name (`dist/`, the published build; the script builds first), not from the
  * TypeScript sources, which tsx would compile with `__name()` wrappers around every closure.
@@ -123,6 +125,8 @@ interface Result {
   readonly perSecond: number
   /** µs of redis-server CPU per decision; NaN on memory. */
   readonly redisCpuUs: number
+  /** Decisions per script call Redis ran; NaN on memory. */
+  readonly perScriptCall: number
   readonly p50: number
   readonly p99: number
   readonly allowedRatio: number
@@ -184,7 +188,7 @@ function rlfContender(
   }
 }
 
-type Phase = Omit<Result, 'redisCpuUs'> & { readonly decisions: number }
+type Phase = Omit<Result, 'redisCpuUs' | 'perScriptCall'> & { readonly decisions: number }
 
 async function phase(contender: Contender, durationMs: number): Promise<Phase> {
   const start = performance.now()
@@ -202,26 +206,47 @@ async function phase(contender: Contender, durationMs: number): Promise<Phase> {
   }
 }
 
-/** Seconds of CPU the backend's redis-servers have used so far; absent on memory. */
-type RedisCpu = (() => Promise<number>) | undefined
+/** What the backend's redis-servers have done so far; absent on memory. */
+type RedisUsage = (() => Promise<RedisWork>) | undefined
 
-async function measure(contender: Contender, redisCpu: RedisCpu): Promise<Result> {
-  await phase(contender, WARMUP_MS)
-  const cpuBefore = await redisCpu?.()
-  const { decisions, ...result } = await phase(contender, MEASURE_MS)
-  const cpuAfter = await redisCpu?.()
-  const redisCpuUs =
-    cpuBefore === undefined || cpuAfter === undefined
-      ? Number.NaN
-      : ((cpuAfter - cpuBefore) * 1e6) / decisions
-  return { ...result, redisCpuUs }
+interface RedisWork {
+  /** `used_cpu_user` + `used_cpu_sys`, in seconds. */
+  readonly cpuSeconds: number
+  /** Script calls (EVALSHA, EVAL, FCALL) answered. */
+  readonly scriptCalls: number
 }
 
-/** `used_cpu_user` + `used_cpu_sys` of one redis-server, in seconds. */
-async function redisCpuSeconds(client: Redis): Promise<number> {
-  const info = await client.info('cpu')
-  const field = (name: string) => Number(new RegExp(`^${name}:(\\S+)`, 'm').exec(info)?.[1] ?? Number.NaN)
-  return field('used_cpu_user') + field('used_cpu_sys')
+async function measure(contender: Contender, redisUsage: RedisUsage): Promise<Result> {
+  await phase(contender, WARMUP_MS)
+  const before = await redisUsage?.()
+  const { decisions, ...result } = await phase(contender, MEASURE_MS)
+  const after = await redisUsage?.()
+  if (before === undefined || after === undefined) {
+    return { ...result, redisCpuUs: Number.NaN, perScriptCall: Number.NaN }
+  }
+  return {
+    ...result,
+    redisCpuUs: ((after.cpuSeconds - before.cpuSeconds) * 1e6) / decisions,
+    perScriptCall: decisions / (after.scriptCalls - before.scriptCalls),
+  }
+}
+
+async function redisWork(client: Redis): Promise<RedisWork> {
+  const [cpu, stats] = await Promise.all([client.info('cpu'), client.info('commandstats')])
+  const field = (name: string) => Number(new RegExp(`^${name}:(\\S+)`, 'm').exec(cpu)?.[1] ?? Number.NaN)
+  const calls = (command: string) =>
+    Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0)
+  return {
+    cpuSeconds: field('used_cpu_user') + field('used_cpu_sys'),
+    scriptCalls: calls('evalsha') + calls('eval') + calls('fcall'),
+  }
+}
+
+function summed(works: readonly RedisWork[]): RedisWork {
+  return {
+    cpuSeconds: works.reduce((sum, w) => sum + w.cpuSeconds, 0),
+    scriptCalls: works.reduce((sum, w) => sum + w.scriptCalls, 0),
+  }
 }
 
 async function main(): Promise<void> {
@@ -269,11 +294,11 @@ async function main(): Promise<void> {
       }),
     )
     const [standaloneCpu, ...masterCpus] = cpuClients as [Redis, ...Redis[]]
-    const redisCpu: Record<Backend, RedisCpu> = {
+    const redisUsage: Record<Backend, RedisUsage> = {
       memory: undefined,
       unlimited: undefined,
-      redis: () => redisCpuSeconds(standaloneCpu),
-      cluster: async () => (await Promise.all(masterCpus.map(redisCpuSeconds))).reduce((a, b) => a + b, 0),
+      redis: () => redisWork(standaloneCpu),
+      cluster: async () => summed(await Promise.all(masterCpus.map(redisWork))),
     }
     const redisVersion = /redis_version:(\S+)/.exec(await tollboothClient.info('server'))?.[1] ?? '?'
 
@@ -364,7 +389,7 @@ async function main(): Promise<void> {
         const pair = contenders.filter((c) => c.backend === backend)
         if (round % 2 === 0) pair.reverse()
         for (const contender of pair) {
-          const result = await measure(contender, redisCpu[contender.backend])
+          const result = await measure(contender, redisUsage[contender.backend])
           results.get(contender)?.push(result)
           console.log(
             `round ${round}  ${contender.name.padEnd(44)} ${Math.round(result.perSecond).toLocaleString('en-US').padStart(10)}/s`,
@@ -386,6 +411,7 @@ async function main(): Promise<void> {
               p50: median(rounds.map((r) => r.p50)),
               p99: median(rounds.map((r) => r.p99)),
               redisCpuUs: median(rounds.map((r) => r.redisCpuUs)),
+              perScriptCall: median(rounds.map((r) => r.perScriptCall)),
               allowedRatio: median(rounds.map((r) => r.allowedRatio)),
               errors: rounds.reduce((sum, r) => sum + r.errors, 0),
               spread: `${fmt(byRate[0]?.perSecond)}–${fmt(byRate.at(-1)?.perSecond)}`,
@@ -405,6 +431,7 @@ async function main(): Promise<void> {
         'allowed'.padStart(8),
         'errors'.padStart(7),
         'Redis CPU µs/decision'.padStart(22),
+        'decisions/script call'.padStart(22),
       ].join(' '),
     )
     for (const [c, s] of summary) {
@@ -418,6 +445,7 @@ async function main(): Promise<void> {
           `${(s.allowedRatio * 100).toFixed(1)}%`.padStart(8),
           String(s.errors).padStart(7),
           (Number.isNaN(s.redisCpuUs) ? '–' : s.redisCpuUs.toFixed(2)).padStart(22),
+          (Number.isNaN(s.perScriptCall) ? '–' : s.perScriptCall.toFixed(1)).padStart(22),
         ].join(' '),
       )
     }
@@ -438,7 +466,7 @@ async function main(): Promise<void> {
     }
     console.log()
     for (const backend of RUN_BACKENDS) {
-      if (redisCpu[backend] === undefined) continue
+      if (redisUsage[backend] === undefined) continue
       const cpuOf = (library: Contender['library']) =>
         [...summary].find(([c]) => c.backend === backend && c.library === library)?.[1].redisCpuUs ??
         Number.NaN
