@@ -33,8 +33,9 @@ for i = 1, #KEYS do
   local key = KEYS[i]
   local result, write, w1, w2 = algorithms[ARGV[at]](key, ARGV[at + 1], now, ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
   if write then write(key, now, w1, w2) end
-  for j = 1, 5 do flat[#flat + 1] = result[j] end
+  local at_reply = 5 * (i - 1)
+  for j = 1, 5 do flat[at_reply + j] = result[j] end
 end
-flat[#flat + 1] = now
+flat[5 * #KEYS + 1] = now
 return flat
 `

@@ -43,13 +43,14 @@ for i = 1, count do
   local at = 5 + 5 * (tonumber(ARGV[first_request + 2 * (i - 1) + 1]) - 1)
   local ok, result, write, w1, w2 = pcall(algorithms[ARGV[at]], key, ARGV[at + 1], now, ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
   if ok and write then ok = pcall(write, key, now, w1, w2) end
+  local at_reply = 5 * (i - 1)
   if ok then
-    for j = 1, 5 do flat[#flat + 1] = result[j] end
+    for j = 1, 5 do flat[at_reply + j] = result[j] end
   else
-    flat[#flat + 1] = -1
-    for _ = 2, 5 do flat[#flat + 1] = 0 end
+    flat[at_reply + 1] = -1
+    for j = 2, 5 do flat[at_reply + j] = 0 end
   end
 end
-flat[#flat + 1] = now
+flat[5 * count + 1] = now
 return flat
 `
