@@ -1,7 +1,8 @@
 /**
  * The soak's load: identities sending GraphQL over HTTP at fixed rates (well-behaved ones under their budget, greedy
- * ones far over it), chat WebSocket connections sending messages, and graphql-ws connections holding a subscription,
- * spread over the live instances. Everything each identity sent and got back is recorded for the report.
+ * ones far over it), chat WebSocket connections sending messages, and graphql-ws connections holding a subscription
+ * (and, for the busy profile, pinging), spread over the live instances. Everything each identity sent and got back is
+ * recorded for the report.
  */
 import { WebSocket } from 'ws'
 
@@ -40,10 +41,20 @@ export interface WebSocketClient {
   reconnects: { lostAt: number; backAt: number }[]
 }
 
+/** WebSocket messages so far, from the clients' side: what they sent, and the graphql-ws pings among them answered. */
+export interface WebSocketTraffic {
+  /** Messages sent to the servers (chat messages and graphql-ws pings). */
+  sent: number
+  pings: number
+  pongs: number
+}
+
 /** Where requests go: the live instances, in turn. */
 export interface Targets {
   urls(): readonly { readonly name: string; readonly url: string }[]
 }
+
+const PING = JSON.stringify({ type: 'ping' })
 
 /** `{ posts(first: N) { id } }` costs N and returns N (up to 100): nothing is refunded. */
 function query(cost: number): string {
@@ -55,6 +66,7 @@ export class Load {
   readonly sockets: WebSocketClient[] = []
   /** Extra connections past a cap that were let through: when, whose, which kind. */
   readonly capBreaches: { at: number; identity: string; kind: string }[] = []
+  readonly traffic: WebSocketTraffic = { sent: 0, pings: 0, pongs: 0 }
   private readonly timers: NodeJS.Timeout[] = []
   private readonly live = new Set<WebSocket>()
   private turn = 0
@@ -70,18 +82,27 @@ export class Load {
     return urls.length === 0 ? undefined : urls[this.turn++ % urls.length]
   }
 
-  /** Starts every identity's requests, each on a timer of its own rate. */
+  /**
+   * Starts every identity's requests, each on a timer of its own rate. The identities of a class start spread over
+   * one period, so that hundreds of them do not send in the same instant.
+   */
   startHttp(): void {
     for (const group of this.classes) {
-      for (const identity of group.identities) {
+      const period = 1000 / group.perSecond
+      group.identities.forEach((identity, i) => {
         const records: Sent[] = []
         this.sent.set(identity.name, records)
-        const timer = setInterval(
-          () => void this.send(group, identity.headers, records),
-          1000 / group.perSecond,
+        const send = () => void this.send(group, identity.headers, records)
+        const start = setTimeout(
+          () => {
+            if (this.stopped) return
+            send()
+            this.timers.push(setInterval(send, period))
+          },
+          (period * i) / group.identities.length,
         )
-        this.timers.push(timer)
-      }
+        this.timers.push(start)
+      })
     }
   }
 
@@ -129,13 +150,15 @@ export class Load {
   /**
    * Keeps `perIdentity` sockets of each identity open, each on another instance; a lost socket is opened again
    * elsewhere every 250 ms until admitted. Chat sockets send a message a second; graphql-ws ones hold a
-   * subscription. Every 5 s each identity tries one socket more than `cap`: admitted, it is a breach.
+   * subscription, and send graphql-ws pings at `pingsPerSecond` if given. Every 5 s each identity tries one socket
+   * more than `cap`: admitted, it is a breach.
    */
   startWebSockets(
     kind: 'chat' | 'graphql-ws',
     identities: readonly string[],
     perIdentity: number,
     cap: number,
+    pingsPerSecond = 0,
   ): void {
     identities.forEach((identity, i) => {
       for (let slot = 0; slot < perIdentity; slot++) {
@@ -148,24 +171,25 @@ export class Load {
           reconnects: [],
         }
         this.sockets.push(client)
-        this.keepOpen(client, i + slot)
+        this.keepOpen(client, i + slot, pingsPerSecond)
       }
       const probe = setInterval(() => void this.probeCap(kind, identity, cap), 5000)
       this.timers.push(probe)
     })
   }
 
-  private keepOpen(client: WebSocketClient, offset: number): void {
+  private keepOpen(client: WebSocketClient, offset: number, pingsPerSecond: number): void {
     if (this.stopped) return
+    const again = () => setTimeout(() => this.keepOpen(client, offset + 1, pingsPerSecond), 250).unref()
     const urls = this.targets.urls()
     const target = urls[offset % Math.max(1, urls.length)]
     if (target === undefined) {
-      setTimeout(() => this.keepOpen(client, offset + 1), 250).unref()
+      again()
       return
     }
     void this.connect(client.kind, client.identity, target.url).then((socket) => {
       if (socket === undefined) {
-        setTimeout(() => this.keepOpen(client, offset + 1), 250).unref()
+        again()
         return
       }
       client.open = true
@@ -174,21 +198,39 @@ export class Load {
         client.reconnects.push({ lostAt: client.lostAt, backAt: Date.now() })
         client.lostAt = undefined
       }
-      const chatter =
-        client.kind === 'chat'
-          ? setInterval(
-              () => socket.readyState === socket.OPEN && socket.send(`hello from ${client.identity}`),
-              1000,
-            )
-          : undefined
+      const chatter = client.kind === 'chat' ? this.chatter(socket, client.identity) : undefined
+      const pinger = pingsPerSecond > 0 ? this.pinger(socket, pingsPerSecond) : undefined
       socket.once('close', () => {
         clearInterval(chatter)
+        clearInterval(pinger)
         client.open = false
         if (this.stopped) return
         client.lostAt ??= Date.now()
-        setTimeout(() => this.keepOpen(client, offset + 1), 250).unref()
+        again()
       })
     })
+  }
+
+  /** A chat message a second. */
+  private chatter(socket: WebSocket, identity: string): NodeJS.Timeout {
+    return setInterval(() => {
+      if (socket.readyState !== socket.OPEN) return
+      socket.send(`hello from ${identity}`)
+      this.traffic.sent++
+    }, 1000)
+  }
+
+  /** graphql-ws pings (`{"type":"ping"}`, which the server answers with a pong), counted with their pongs. */
+  private pinger(socket: WebSocket, perSecond: number): NodeJS.Timeout {
+    socket.on('message', (data) => {
+      if ((JSON.parse(data.toString()) as { type: string }).type === 'pong') this.traffic.pongs++
+    })
+    return setInterval(() => {
+      if (socket.readyState !== socket.OPEN) return
+      socket.send(PING)
+      this.traffic.sent++
+      this.traffic.pings++
+    }, 1000 / perSecond)
   }
 
   private async probeCap(kind: 'chat' | 'graphql-ws', identity: string, cap: number): Promise<void> {

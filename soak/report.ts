@@ -3,12 +3,13 @@
  * SVG charts (decisions by source, p99 decision time, admitted cost per identity class, over time).
  */
 import { mkdir, writeFile } from 'node:fs/promises'
+import { cpus } from 'node:os'
 import { join } from 'node:path'
 import { niceCeiling } from '../src/cli/simulate/svgChart.js'
 import type { HttpClass } from './load.js'
 import { attributeOutages, type Outage } from './outages.js'
 import { PROBE_BUDGET } from './probes.js'
-import { percentileOf } from './samples.js'
+import { percentileOf, type Sample } from './samples.js'
 import { CHAT_CAP, type FaultRecord, GRAPHQL_WS_CAP, type SoakRun, wellBehavedLatencies } from './soak.js'
 import { renderTimeSeries, type Series } from './svgTimeSeries.js'
 
@@ -16,6 +17,8 @@ import { renderTimeSeries, type Series } from './svgTimeSeries.js'
 const SETTLE_MS = 5000
 /** Tokens the probe may miss after a spell of fail-policy decisions without it meaning a late write. */
 const LATE_SPEND_SLACK = 3
+/** During a reshard, at most this share of decisions may come from the fail policy (as outside faults). */
+const MAX_RESHARD_FAIL_SHARE = 0.01
 /** A stray outage disturbs the budgets from a second before it to this long after it. */
 const STRAY_SETTLE_MS = 3000
 /** The example server's RedisStore deadline (the default `timeoutMs`). */
@@ -64,16 +67,40 @@ export function judge(run: SoakRun): SoakReport {
   const decisionsInSteady = samples
     .filter((s) => inSteady(s.at))
     .reduce((sum, s) => sum + Object.values(s.bySource).reduce((a, b) => a + b, 0), 0)
+  const flow = steadyFlow(samples, inSteady)
+  const graphqlPerSecond = sentInSteady / steadySeconds
+  const messagesPerSecond = flow.seconds > 0 ? flow.sent / flow.seconds : 0
+  const machineShare = flow.machineTotal > 0 ? flow.machineBusy / flow.machineTotal : 0
+  const cores = cpus().length
   const loadLine =
-    `${(sentInSteady / steadySeconds).toFixed(0)} GraphQL requests/s over HTTP from ` +
-    `${run.load.sent.size} identities, ${run.load.sockets.length} WebSocket sockets; ` +
+    `${graphqlPerSecond.toFixed(0)} GraphQL requests/s over HTTP from ${run.load.sent.size} identities, ` +
+    `${messagesPerSecond.toFixed(0)} WebSocket messages/s on ${run.load.sockets.length} sockets; ` +
     `${(decisionsInSteady / steadySeconds).toFixed(0)} limiter decisions/s in the instances, ` +
-    `${run.probe.decisions.length} admission-probe decisions`
+    `${run.probe.decisions.length} admission-probe decisions; the machine's ${cores} cores ` +
+    `${(machineShare * 100).toFixed(0)} % busy (everything on it: instances, Redis, the load's clients)`
   lines.push(`load: ${loadLine}`)
   md.push(
     `**Load.** ${loadLine}. Steady parts: ${steadySeconds.toFixed(0)} s of ${((run.endedAt - run.enforceFrom) / 1000).toFixed(0)} s.`,
     '',
   )
+  const busy = run.profile.busy
+  if (busy !== undefined) {
+    const { graphqlPerSecond: wantedRequests, webSocketMessagesPerSecond: wantedMessages } = busy.targets
+    checks.push({
+      name: `the load reached: ≥ ${wantedRequests} GraphQL requests/s and ≥ ${wantedMessages} WebSocket messages/s in the steady parts`,
+      passed: graphqlPerSecond >= wantedRequests && messagesPerSecond >= wantedMessages,
+      detail: `${graphqlPerSecond.toFixed(0)} requests/s, ${messagesPerSecond.toFixed(0)} messages/s, the machine ${(machineShare * 100).toFixed(0)} % busy`,
+    })
+  }
+  if (flow.pings > 0) {
+    // A ping in flight at a window's edge is answered in the next second: at most one per socket.
+    const unanswered = flow.pings - flow.pongs
+    checks.push({
+      name: 'graphql-ws pings under their rate: every one answered (no message refused)',
+      passed: unanswered <= run.load.sockets.length,
+      detail: `${flow.pings} pings sent in the steady parts, ${flow.pongs} pongs (${run.load.sockets.length} may be in flight at the edges)`,
+    })
+  }
 
   // Added latency: what a request waits for its decisions (the decision time histogram of the steady parts), and
   // the well-behaved requests' own latency against the dry-run baseline.
@@ -81,10 +108,23 @@ export function judge(run: SoakRun): SoakReport {
   for (const sample of samples.filter((s) => inSteady(s.at))) {
     for (const [le, n] of sample.buckets) decisionBuckets.set(le, (decisionBuckets.get(le) ?? 0) + n)
   }
+  const decisionP99 = percentileOf(decisionBuckets, 99)
   const decisionLine =
     `decision time (what a request waits for the limiter, store round trip included): p50 ≤ ` +
-    `${percentileOf(decisionBuckets, 50) ?? '?'} ms, p99 ≤ ${percentileOf(decisionBuckets, 99) ?? '?'} ms (histogram bucket bounds)`
+    `${percentileOf(decisionBuckets, 50) ?? '?'} ms, p99 ≤ ${decisionP99 ?? '?'} ms (histogram bucket bounds)`
   lines.push(decisionLine)
+  if (busy !== undefined) {
+    const target = busy.targets.decisionP99Ms
+    const total = decisionBuckets.get(Number.POSITIVE_INFINITY) ?? 0
+    const withinTarget = total > 0 ? (100 * (decisionBuckets.get(target / 1000) ?? 0)) / total : Number.NaN
+    checks.push({
+      name: `decision time p99 ≤ ${target} ms in the steady parts`,
+      passed: decisionP99 !== undefined && decisionP99 <= target,
+      detail:
+        `p99 ≤ ${decisionP99 ?? '?'} ms (the bound of its histogram bucket); ${withinTarget.toFixed(2)} % of ` +
+        `decisions within ${target} ms; a Redis PING from the load's process: p99 ${pct(steadyRedisPings(run, inSteady), 99)} ms`,
+    })
+  }
   md.push(`**Latency.** ${decisionLine}.`)
   const enforced = steady.flatMap((w) => wellBehavedLatencies(run.load, w.from, w.until))
   if (run.baseline !== undefined) {
@@ -131,8 +171,7 @@ export function judge(run: SoakRun): SoakReport {
   md.push('')
 
   // Redis latency
-  const pings = run.redisLatency.samples
-  const steadyPings = pings.filter((p) => inSteady(p.at) && p.ms !== undefined).map((p) => p.ms as number)
+  const steadyPings = steadyRedisPings(run, inSteady)
   const redisLine = `Redis PING to each master: p50 ${pct(steadyPings, 50)} ms, p99 ${pct(steadyPings, 99)} ms in the steady parts`
   lines.push(redisLine)
   md.push(`**Redis.** ${redisLine}.`, '')
@@ -208,7 +247,7 @@ export function judge(run: SoakRun): SoakReport {
     const repaired =
       fault.repairedAt === undefined
         ? ''
-        : ` (repaired after ${((fault.repairedAt - fault.at) / 1000).toFixed(1)} s)`
+        : ` (${fault.kind === 'reshard' ? 'the move done' : 'repaired'} after ${((fault.repairedAt - fault.at) / 1000).toFixed(1)} s)`
     const excess = probeExcess(run, { from: fault.at, until: window.until })
     const sources = [...bySource].map(([source, n]) => `${source} ${n}`).join(', ')
     // Samples are per second: an outage seen in n consecutive samples lasted about n seconds.
@@ -233,6 +272,7 @@ export function judge(run: SoakRun): SoakReport {
           : `the last fail-policy decision of its outage ${back.toFixed(1)} s after the fault (watched ${((fault.until - fault.at) / 1000).toFixed(0)} s)`,
     })
     if (fault.kind === 'kill-instance') checks.push(reconnected(run, fault))
+    if (fault.kind === 'reshard') checks.push(...reshardChecks(run, fault, bySource, excess.total))
   }
   md.push(
     '',
@@ -313,6 +353,57 @@ export function judge(run: SoakRun): SoakReport {
     markdown: [...head, ...md].join('\n'),
     charts: charts(run),
   }
+}
+
+/**
+ * A reshard is no outage: redirected calls are answered by the node the slot moved to, no breaker opens, and a moved
+ * key keeps its budget (MIGRATE moves it whole), so nothing is admitted beyond budget.
+ */
+function reshardChecks(
+  run: SoakRun,
+  fault: FaultRecord,
+  bySource: ReadonlyMap<string, number>,
+  admittedBeyondBudget: number,
+): Check[] {
+  const all = [...bySource.values()].reduce((a, b) => a + b, 0)
+  const failed = ['fail-open', 'fail-closed', 'local'].reduce((sum, s) => sum + (bySource.get(s) ?? 0), 0)
+  const share = all > 0 ? failed / all : 0
+  const took = fault.repairedAt === undefined ? '?' : ((fault.repairedAt - fault.at) / 1000).toFixed(1)
+  return [
+    {
+      name: `reshard: the store answers while slots move (at most ${MAX_RESHARD_FAIL_SHARE * 100} % of decisions by the fail policy)`,
+      passed: share <= MAX_RESHARD_FAIL_SHARE,
+      detail: `${failed} of ${all} decisions (${(share * 100).toFixed(2)} %) by the fail policy; the move took ${took} s`,
+    },
+    {
+      name: 'reshard: admission probe admits nothing beyond budget',
+      passed: admittedBeyondBudget === 0,
+      detail: `${admittedBeyondBudget} admitted beyond budget (${run.probe.decisions.length} probe decisions in the run)`,
+    },
+  ]
+}
+
+/** Per-second sample deltas over the steady parts: WebSocket messages, pings and pongs, the machine's CPU. */
+/** The load process' own PINGs to the masters in the steady parts: what one round trip to Redis costs on this machine. */
+function steadyRedisPings(run: SoakRun, inSteady: (t: number) => boolean): number[] {
+  return run.redisLatency.samples
+    .filter((p) => inSteady(p.at) && p.ms !== undefined)
+    .map((p) => p.ms as number)
+}
+
+function steadyFlow(samples: readonly Sample[], inSteady: (t: number) => boolean) {
+  const flow = { seconds: 0, sent: 0, pings: 0, pongs: 0, machineBusy: 0, machineTotal: 0 }
+  for (let i = 1; i < samples.length; i++) {
+    const [before, after] = [samples[i - 1] as Sample, samples[i] as Sample]
+    if (!inSteady(before.at) || !inSteady(after.at)) continue
+    flow.seconds += (after.at - before.at) / 1000
+    flow.sent += after.traffic.sent - before.traffic.sent
+    flow.pings += after.traffic.pings - before.traffic.pings
+    flow.pongs += after.traffic.pongs - before.traffic.pongs
+    flow.machineBusy += after.machine.busy - before.machine.busy
+    flow.machineTotal += after.machine.total - before.machine.total
+  }
+  return flow
 }
 
 export async function writeReport(report: SoakReport, dir: string): Promise<void> {

@@ -1,10 +1,11 @@
 /**
  * Once a second, what each instance reports: decisions by source and the decision time histogram (from its
- * /metrics, as deltas since the last sample), its CPU and resident memory (from /proc), and the WebSocket sockets
- * each identity holds (from the load's clients).
+ * /metrics, as deltas since the last sample), its CPU and resident memory (from /proc), the WebSocket sockets
+ * each identity holds and the messages sent so far (from the load's clients), and the whole machine's CPU.
  */
+import { readFileSync } from 'node:fs'
 import type { Instance } from './instances.js'
-import type { Load } from './load.js'
+import type { Load, WebSocketTraffic } from './load.js'
 
 export interface Sample {
   readonly at: number
@@ -18,6 +19,10 @@ export interface Sample {
   readonly instances: Record<string, { cpuSeconds: number; rssMb: number }>
   /** The most sockets any one identity held, per kind. */
   readonly maxSockets: Record<string, number>
+  /** WebSocket messages the clients had sent (and pongs they had had) up to this sample. */
+  readonly traffic: Readonly<WebSocketTraffic>
+  /** The machine's CPU time so far, busy and in all, in clock ticks summed over its cores (/proc/stat). */
+  readonly machine: { readonly busy: number; readonly total: number }
 }
 
 interface Scraped {
@@ -74,6 +79,8 @@ export class Sampler {
         buckets,
         instances: usage,
         maxSockets,
+        traffic: { ...this.load.traffic },
+        machine: machineCpu(),
       })
     } finally {
       this.busy = false
@@ -83,6 +90,18 @@ export class Sampler {
   stop(): void {
     clearInterval(this.timer)
   }
+}
+
+/** The `cpu` line of /proc/stat: idle and iowait are the time not busy. */
+function machineCpu(): { busy: number; total: number } {
+  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '')
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number)
+  const total = fields.reduce((sum, n) => sum + n, 0)
+  const idle = (fields[3] ?? 0) + (fields[4] ?? 0)
+  return { busy: total - idle, total }
 }
 
 async function scrape(url: string): Promise<Scraped | undefined> {

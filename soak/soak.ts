@@ -14,7 +14,25 @@ import { type HttpClass, Load } from './load.js'
 import { AdmissionProbe, RedisLatency } from './probes.js'
 import { Sampler } from './samples.js'
 
-export type FaultKind = 'kill-master' | 'pause-master' | 'kill-instance' | 'restart-cluster'
+export type FaultKind = 'kill-master' | 'pause-master' | 'reshard' | 'kill-instance' | 'restart-cluster'
+
+/** Slots the reshard fault moves from one master to another (of 16,384; a third of a master's share). */
+export const RESHARD_SLOTS = 1500
+
+/** How much load a profile adds to the identities judged one by one, and what it must reach. */
+export interface BusyLoad {
+  /** Well-behaved anonymous identities sending a request of cost 2 a second each. */
+  readonly crowd: number
+  /** Identities keeping GRAPHQL_WS_CAP graphql-ws sockets each, every socket pinging `pingsPerSecond`. */
+  readonly pingers: number
+  readonly pingsPerSecond: number
+  /** Judged in the steady parts: the load reached, and the p99 of decision time. */
+  readonly targets: {
+    readonly graphqlPerSecond: number
+    readonly webSocketMessagesPerSecond: number
+    readonly decisionP99Ms: number
+  }
+}
 
 export interface SoakProfile {
   readonly name: string
@@ -28,6 +46,8 @@ export interface SoakProfile {
   readonly faultMs: number
   readonly faults: readonly FaultKind[]
   readonly leaseMs: number
+  /** Load beyond the judged identities; none in the short profile. */
+  readonly busy: BusyLoad | undefined
 }
 
 export const FULL: SoakProfile = {
@@ -37,8 +57,16 @@ export const FULL: SoakProfile = {
   warmMs: 10_000,
   steadyMs: 40_000,
   faultMs: 30_000,
-  faults: ['kill-master', 'pause-master', 'kill-instance', 'restart-cluster'],
+  faults: ['kill-master', 'pause-master', 'reshard', 'kill-instance', 'restart-cluster'],
   leaseMs: 5_000,
+  // 480 crowd requests/s + 44 of the judged classes; 40 × 5 sockets × 11 pings/s + the chat's 8 messages/s: a tenth
+  // above the targets, which timers that fire a little late and sockets reconnecting after a fault would otherwise miss.
+  busy: {
+    crowd: 480,
+    pingers: 40,
+    pingsPerSecond: 11,
+    targets: { graphqlPerSecond: 500, webSocketMessagesPerSecond: 2000, decisionP99Ms: 10 },
+  },
 }
 
 export const SHORT: SoakProfile = {
@@ -50,6 +78,7 @@ export const SHORT: SoakProfile = {
   faultMs: 15_000,
   faults: ['kill-instance', 'kill-master'],
   leaseMs: 3_000,
+  busy: undefined,
 }
 
 /** The example server's budgets (examples/server.ts): what each class is judged against. */
@@ -60,11 +89,25 @@ const USER = { capacity: 1000, refillPerSecond: 50 }
 export const CHAT_CAP = 2
 export const GRAPHQL_WS_CAP = 5
 
-export function httpClasses(): HttpClass[] {
+export function httpClasses(busy: BusyLoad | undefined): HttpClass[] {
   const anonymous = (block: number, count: number) =>
     addresses(block, count).map((address) => ({ name: address, headers: { 'x-forwarded-for': address } }))
   const user = (token: string) => ({ name: token, headers: { authorization: `Bearer ${token}` } })
+  const crowd: HttpClass[] =
+    busy === undefined || busy.crowd === 0
+      ? []
+      : [
+          {
+            name: 'anonymous, crowd',
+            budget: ANONYMOUS,
+            greedy: false,
+            cost: 2,
+            perSecond: 1,
+            identities: anonymous(110, busy.crowd),
+          },
+        ]
   return [
+    ...crowd,
     {
       name: 'anonymous, greedy',
       budget: ANONYMOUS,
@@ -176,7 +219,7 @@ export async function runSoak(
         `baseline: ${profile.instances} instances in dry-run, ${profile.baselineMs / 1000} s of the same load`,
       )
       await start('dry-run')
-      const dryLoad = new Load(targets, httpClasses())
+      const dryLoad = new Load(targets, httpClasses(profile.busy))
       dryLoad.startHttp()
       const from = Date.now()
       await sleep(profile.baselineMs)
@@ -188,12 +231,22 @@ export async function runSoak(
     log(`enforce: ${profile.instances} instances`)
     await start('enforce')
     const enforceFrom = Date.now()
-    const running = new Load(targets, httpClasses())
+    const running = new Load(targets, httpClasses(profile.busy))
     load = running
     sampler = new Sampler(() => instances, running)
     running.startHttp()
     running.startWebSockets('chat', addresses(200, 4), CHAT_CAP, CHAT_CAP)
     running.startWebSockets('graphql-ws', addresses(201, 3), GRAPHQL_WS_CAP, GRAPHQL_WS_CAP)
+    if (profile.busy !== undefined && profile.busy.pingers > 0) {
+      const { pingers, pingsPerSecond } = profile.busy
+      running.startWebSockets(
+        'graphql-ws',
+        addresses(202, pingers),
+        GRAPHQL_WS_CAP,
+        GRAPHQL_WS_CAP,
+        pingsPerSecond,
+      )
+    }
     await sleep(profile.warmMs + profile.steadyMs)
     for (const kind of profile.faults) {
       log(`fault: ${kind}`)
@@ -232,11 +285,14 @@ export async function runSoak(
 }
 
 /**
- * Anonymous identities of one address block, one /56 each (the network an address-keyed limiter counts as one client;
- * their addresses are their names).
+ * Anonymous identities from address block `block` on, one /56 each (the network an address-keyed limiter counts as
+ * one client; their addresses are their names): 256 to a block, the next ones in the blocks that follow.
  */
 function addresses(block: number, count: number): string[] {
-  return Array.from({ length: count }, (_, i) => `2001:db8:${block}:${(i * 256).toString(16)}::1`)
+  return Array.from(
+    { length: count },
+    (_, i) => `2001:db8:${block + Math.floor(i / 256)}:${((i % 256) * 256).toString(16)}::1`,
+  )
 }
 
 /** Latencies of the well-behaved classes' requests (never refused): what the limiter adds is judged on these. */
@@ -287,6 +343,22 @@ async function inject(
         repairedAt,
         until: Date.now(),
         detail: `SIGSTOP for 5 s to the master on :${master.port}`,
+      }
+    }
+    case 'reshard': {
+      // What `redis-cli --cluster reshard` does for an operator: slot by slot, keys MIGRATEd under the load, the
+      // clients redirected (ASK while a slot moves, MOVED once it has).
+      const [from, to] = await cluster.masters()
+      if (from === undefined || to === undefined) throw new Error('fewer than two masters answer')
+      await cluster.moveSlots(from, to, RESHARD_SLOTS)
+      const repairedAt = Date.now()
+      await sleep(Math.max(0, watchUntil - Date.now()))
+      return {
+        kind,
+        at,
+        repairedAt,
+        until: Date.now(),
+        detail: `${RESHARD_SLOTS} slots moved from the master on :${from.port} to the one on :${to.port}`,
       }
     }
     case 'kill-instance': {

@@ -14,6 +14,8 @@ const MAX_PORT = 65_535
 const READY_TIMEOUT_MS = 5_000
 const STOP_TIMEOUT_MS = 5_000
 const CLUSTER_TIMEOUT_MS = 15_000
+/** A reshard moves slot by slot, a few commands each, and its keys: far longer than forming a cluster. */
+const RESHARD_TIMEOUT_MS = 180_000
 const QUERY_TIMEOUT_MS = 500
 
 const execFileAsync = promisify(execFile)
@@ -45,6 +47,11 @@ export interface RedisClusterProcess {
   masters(): Promise<RedisProcess[]>
   /** Waits until every node answering says cluster_state:ok. */
   waitUntilOk(): Promise<void>
+  /**
+   * Moves `slots` slots, with their keys, from master `from` to master `to` with `redis-cli --cluster reshard`, as an
+   * operator would while clients keep sending; resolves once every slot has moved.
+   */
+  moveSlots(from: RedisProcess, to: RedisProcess, slots: number): Promise<void>
 }
 
 const { children: liveChildren, dirs: tmpDirs } = cleanupRegistry()
@@ -134,6 +141,28 @@ export async function startRedisCluster(options: ClusterOptions = {}): Promise<R
       return nodes.filter((_, i) => infos[i]?.includes('role:master'))
     },
     waitUntilOk: () => waitForClusterOk(ports),
+    moveSlots: async (from, to, slots) => {
+      const [fromId, toId] = await Promise.all(
+        [from.port, to.port].map((port) => query(port, 'CLUSTER', 'MYID')),
+      )
+      if (fromId === undefined || toId === undefined) throw new Error('a master did not say its node id')
+      await redisCli(
+        [
+          '--cluster',
+          'reshard',
+          `${HOST}:${from.port}`,
+          '--cluster-from',
+          fromId,
+          '--cluster-to',
+          toId,
+          '--cluster-slots',
+          String(slots),
+          '--cluster-yes',
+        ],
+        RESHARD_TIMEOUT_MS,
+      )
+      await waitForClusterOk(ports)
+    },
   }
   try {
     const nodeTimeoutMs = options.nodeTimeoutMs ?? 2000
@@ -274,12 +303,22 @@ async function requireBinary(name: 'redis-server' | 'redis-cli'): Promise<string
 
 async function createCluster(ports: number[], replicas: number): Promise<void> {
   const addresses = ports.map((port) => `${HOST}:${port}`)
-  const args = ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicas), '--cluster-yes']
+  await redisCli([
+    '--cluster',
+    'create',
+    ...addresses,
+    '--cluster-replicas',
+    String(replicas),
+    '--cluster-yes',
+  ])
+}
+
+async function redisCli(args: string[], timeoutMs = CLUSTER_TIMEOUT_MS): Promise<void> {
   try {
-    await execFileAsync('redis-cli', args, { timeout: CLUSTER_TIMEOUT_MS })
+    await execFileAsync('redis-cli', args, { timeout: timeoutMs })
   } catch (error) {
     const { stdout = '', stderr = '', message } = error as Error & { stdout?: string; stderr?: string }
-    throw new Error(`redis-cli --cluster create failed: ${message}\n${stdout}${stderr}`)
+    throw new Error(`redis-cli ${args.slice(0, 2).join(' ')} failed: ${message}\n${stdout}${stderr}`)
   }
 }
 
