@@ -1,6 +1,10 @@
 import {
   type BaseContext,
   type GraphQLRequestContext,
+  type GraphQLRequestContextDidResolveOperation,
+  type GraphQLRequestContextParsingDidStart,
+  type GraphQLRequestContextResponseForOperation,
+  type GraphQLRequestContextWillSendResponse,
   type GraphQLRequestListener,
   type GraphQLResponse,
   HeaderMap,
@@ -22,12 +26,16 @@ import {
   setDocument,
 } from './standIn.js'
 
-/** One HTTP request as Apollo runs it: its operations (several in a batch) share this. */
-export interface ApolloRequest {
-  readonly state: RequestState
+/** One HTTP request as Apollo runs it, its request state included: its operations (several in a batch) share this. */
+export interface ApolloRequest extends RequestState {
   operations: number
   /** Whether this plugin set the response's RateLimit fields (it may replace them for a later operation). */
   ownsHeaders: boolean
+}
+
+/** A request's state as `newRequestState` makes it, with the fields Apollo's adapter adds, in one object. */
+export function newApolloRequest(operations: number): ApolloRequest {
+  return { batchCost: 0, rateLimit: undefined, rateLimitPolicy: undefined, operations, ownsHeaders: false }
 }
 
 /** What every operation's lifecycle shares with the plugin that made it. */
@@ -47,7 +55,7 @@ export interface PluginState {
  * Apollo must be made to answer at the right moment), admission once Apollo has resolved it, and settlement and the
  * RateLimit fields as the response goes out.
  */
-export class OperationLifecycle<TContext extends BaseContext> {
+export class OperationLifecycle<TContext extends BaseContext> implements GraphQLRequestListener<TContext> {
   private admission: AdmittedOperation | undefined
   /**
    * A parse-time guard's refusal. Apollo answers 500 to an error thrown before it has parsed and validated, so the
@@ -57,6 +65,9 @@ export class OperationLifecycle<TContext extends BaseContext> {
   private sourceRefusal: GraphQLError | undefined
   /** Whether `sourceRefusal` was thrown from `didResolveOperation` (the text parsed and validated). */
   private refusalThrown = false
+  /** Hooks set on the requests that need them (see `start`): each hook Apollo awaits costs a promise or two. */
+  declare didResolveSource?: GraphQLRequestListener<TContext>['didResolveSource']
+  declare didEncounterErrors?: GraphQLRequestListener<TContext>['didEncounterErrors']
   /** Whether Apollo parsed the text for this request (it did not if its cache held the document). */
   private parsed = false
 
@@ -67,10 +78,11 @@ export class OperationLifecycle<TContext extends BaseContext> {
   ) {}
 
   /**
-   * Checks what can be checked before Apollo reads the query text, and answers the hooks to listen with. Apollo
-   * reads the text only once every plugin's `requestDidStart` has run: text refused by its length, or an operation
-   * past the batch's cap, is swapped for a trivial document here, so that Apollo parses (and caches) that rather
-   * than the attacker's text. The refusal is answered all the same.
+   * Checks what can be checked before Apollo reads the query text, and answers the hooks to listen with: this
+   * object, whose hooks are its methods (no closures made per request). Apollo reads the text only once every
+   * plugin's `requestDidStart` has run: text refused by its length, or an operation past the batch's cap, is swapped
+   * for a trivial document here, so that Apollo parses (and caches) that rather than the attacker's text. The
+   * refusal is answered all the same.
    */
   start(): GraphQLRequestListener<TContext> {
     const { engine } = this.plugin
@@ -81,33 +93,19 @@ export class OperationLifecycle<TContext extends BaseContext> {
       if (typeof query === 'string') engine.checkLength(query)
     })
     if (this.sourceRefusal !== undefined) this.requestContext.request.query = REFUSED_TEXT_STAND_IN
-    const listener: GraphQLRequestListener<TContext> = {
-      parsingDidStart: async ({ source }) => this.parsingDidStart(source),
-      validationDidStart: async () => async (errors) => this.validated(errors),
-      didResolveOperation: async ({ document, source }) => this.didResolveOperation(document, source),
-      responseForOperation: async ({ schema, document, request, contextValue }) =>
-        this.responseForOperation({
-          schema,
-          document,
-          operationName: request.operationName,
-          variableValues: request.variables,
-          contextValue,
-        }),
-      willSendResponse: async ({ response, errors }) => this.willSendResponse(response, errors),
-    }
     // Each hook Apollo awaits costs every request a promise or two: the two below are listened for only when they
     // have something to do.
     if (this.requestContext.requestIsBatched || query === undefined) {
-      listener.didResolveSource = async ({ source }) => this.didResolveSource(source)
+      this.didResolveSource = async ({ source }) => this.resolvedSource(source)
     }
     if (engine.limitsFields(this.requestContext.schema)) {
-      listener.didEncounterErrors = async ({ errors }) => {
+      this.didEncounterErrors = async ({ errors }) => {
         // A sensitive field run past its limit while the operation ran: its refusal, made fit for Apollo before
         // Apollo formats the errors into the response.
         for (const error of errors) fitRefusalForApollo(error, !this.requestContext.requestIsBatched)
       }
     }
-    return listener
+    return this
   }
 
   private guard(check: () => void): void {
@@ -125,7 +123,9 @@ export class OperationLifecycle<TContext extends BaseContext> {
     this.plugin.engine.spendMinCostOnRefusal(error, this.requestContext.contextValue)
   }
 
-  private parsingDidStart(source: string): (parseError?: Error) => Promise<void> {
+  async parsingDidStart({
+    source,
+  }: GraphQLRequestContextParsingDidStart<TContext>): Promise<(parseError?: Error) => Promise<void>> {
     const { engine } = this.plugin
     this.parsed = true
     if (this.sourceRefusal === undefined && engine.guardsParse)
@@ -156,13 +156,24 @@ export class OperationLifecycle<TContext extends BaseContext> {
     }
   }
 
+  async validationDidStart(): Promise<(errors?: readonly Error[]) => Promise<void>> {
+    return async (errors) => this.validated(errors)
+  }
+
   /** A document graphql-js' validation refuses spends minCost, as a refusal does (a stand-in never fails). */
   private validated(errors: readonly Error[] | undefined): void {
     const [first] = errors ?? []
     if (first !== undefined) this.plugin.engine.spendMinCostOnRefusal(first, this.requestContext.contextValue)
   }
 
-  private didResolveOperation(document: DocumentNode, source: string): void {
+  async didResolveOperation({
+    document,
+    source,
+  }: GraphQLRequestContextDidResolveOperation<TContext>): Promise<void> {
+    this.resolved(document, source)
+  }
+
+  private resolved(document: DocumentNode, source: string): void {
     const { engine, passedParseGuards } = this.plugin
     const standIn = isRefusedDocumentStandIn(document, source)
     if (this.sourceRefusal === undefined && engine.guardsParse && !passedParseGuards.has(document)) {
@@ -189,12 +200,22 @@ export class OperationLifecycle<TContext extends BaseContext> {
     }
   }
 
-  private async responseForOperation(
-    operation: Parameters<AdmissionEngine['admit']>[0],
-  ): Promise<GraphQLResponse | null> {
+  async responseForOperation({
+    schema,
+    document,
+    request,
+    contextValue,
+  }: GraphQLRequestContextResponseForOperation<TContext>): Promise<GraphQLResponse | null> {
+    const operation: Parameters<AdmissionEngine['admit']>[0] = {
+      schema,
+      document,
+      operationName: request.operationName,
+      variableValues: request.variables,
+      contextValue,
+    }
     let refusal: ExecutionResult | undefined
     try {
-      this.admission = await this.plugin.engine.admit(operation, this.request.state, (result) => {
+      this.admission = await this.plugin.engine.admit(operation, this.request, (result) => {
         refusal = result
       })
     } catch (error) {
@@ -212,10 +233,10 @@ export class OperationLifecycle<TContext extends BaseContext> {
     return { http, body: { kind: 'single', singleResult: apolloRefusal(refusal, head) } }
   }
 
-  private async willSendResponse(
-    response: GraphQLResponse,
-    errors: readonly GraphQLError[] | undefined,
-  ): Promise<void> {
+  async willSendResponse({
+    response,
+    errors,
+  }: GraphQLRequestContextWillSendResponse<TContext>): Promise<void> {
     if (this.sourceRefusal !== undefined) {
       // The document failed to parse or validate before the refusal could be thrown: the refusal is the answer, not
       // Apollo's error about the text it was swapped for or that the guard refused.
@@ -243,7 +264,7 @@ export class OperationLifecycle<TContext extends BaseContext> {
     const served = await this.plugin.engine.admitServedResult(
       response.body.singleResult as ExecutionResult,
       this.requestContext.contextValue as GraphQLContext,
-      this.request.state,
+      this.request,
     )
     if (served.errors === undefined) {
       response.body.singleResult = served as typeof response.body.singleResult
@@ -254,7 +275,7 @@ export class OperationLifecycle<TContext extends BaseContext> {
 
   private writeRateLimitFields(response: GraphQLResponse): void {
     const { request } = this
-    const { rateLimit, rateLimitPolicy } = request.state
+    const { rateLimit, rateLimitPolicy } = request
     if (rateLimit === undefined || rateLimitPolicy === undefined) return
     const { headers } = response.http
     // Fields the application set stay: the fields of one response describe one decision.
@@ -268,7 +289,7 @@ export class OperationLifecycle<TContext extends BaseContext> {
    * A batch's operations all start before any resolves its source: by now `operations` is the batch's size. (And
    * the length of text that came from the persisted-query cache.)
    */
-  private didResolveSource(source: string): void {
+  private resolvedSource(source: string): void {
     if (this.sourceRefusal !== undefined) return
     const { engine } = this.plugin
     this.guard(() => {

@@ -8,11 +8,15 @@ import type { GraphQLSchema } from 'graphql'
 import { TollboothError } from '../../core/errors.js'
 import { AdmissionEngine } from '../engine/admissionEngine.js'
 import { hasNodeRequest } from '../engine/contextIdentity.js'
-import { newRequestState } from '../engine/requestState.js'
 import { GRAPHQL_OPTIONS_OWNER } from '../optionsOwner.js'
 import type { GraphQLContext, TollboothGraphQLOptions } from '../optionTypes.js'
 import { type GraphqlWsServerOptions, graphqlWsOptions } from './graphqlWs.js'
-import { type ApolloRequest, OperationLifecycle, type PluginState } from './operationLifecycle.js'
+import {
+  type ApolloRequest,
+  newApolloRequest,
+  OperationLifecycle,
+  type PluginState,
+} from './operationLifecycle.js'
 
 /** `tollboothApolloPlugin`'s plugin: Apollo's hooks, and the graphql-ws options for subscriptions. */
 export interface TollboothApolloPlugin<TContext extends BaseContext = BaseContext>
@@ -68,12 +72,12 @@ export function tollboothApolloPlugin<TContext extends BaseContext = BaseContext
 
   const requestOf = (requestContext: GraphQLRequestContext<TContext>): ApolloRequest => {
     if (!requestContext.requestIsBatched) {
-      return { state: newRequestState(), operations: 1, ownsHeaders: false }
+      return newApolloRequest(1)
     }
     const head = requestContext.response.http
     let request = batches.get(head)
     if (request === undefined) {
-      request = { state: newRequestState(), operations: 0, ownsHeaders: false }
+      request = newApolloRequest(0)
       batches.set(head, request)
     }
     request.operations++
