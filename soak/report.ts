@@ -237,7 +237,11 @@ export function judge(run: SoakRun): SoakReport {
     '| --- | --- | --- | ---: | ---: | ---: |',
   )
   for (const [i, fault] of run.faults.entries()) {
-    const window = disturbed[i] as Window
+    // What the fault disturbed; for a reshard the store answered throughout, the move itself.
+    const window =
+      fault.kind === 'reshard' && outages.byFault[i] === undefined
+        ? { from: fault.at, until: (fault.repairedAt ?? fault.at) + 1000 }
+        : (disturbed[i] as Window)
     const during = samples.filter((s) => s.at >= fault.at && s.at < window.until)
     const bySource = new Map<string, number>()
     for (const s of during)
@@ -272,7 +276,7 @@ export function judge(run: SoakRun): SoakReport {
           : `the last fail-policy decision of its outage ${back.toFixed(1)} s after the fault (watched ${((fault.until - fault.at) / 1000).toFixed(0)} s)`,
     })
     if (fault.kind === 'kill-instance') checks.push(reconnected(run, fault))
-    if (fault.kind === 'reshard') checks.push(...reshardChecks(run, fault, bySource, excess.total))
+    if (fault.kind === 'reshard') checks.push(...reshardChecks(run, fault, samples, excess.total))
   }
   md.push(
     '',
@@ -362,9 +366,16 @@ export function judge(run: SoakRun): SoakReport {
 function reshardChecks(
   run: SoakRun,
   fault: FaultRecord,
-  bySource: ReadonlyMap<string, number>,
+  samples: readonly Sample[],
   admittedBeyondBudget: number,
 ): Check[] {
+  // The decisions of the move itself (each sample counts the second before it), not of the calm after it.
+  const movedBy = (fault.repairedAt ?? fault.at) + 1000
+  const bySource = new Map<string, number>()
+  for (const sample of samples.filter((s) => s.at > fault.at && s.at <= movedBy)) {
+    for (const [source, n] of Object.entries(sample.bySource))
+      bySource.set(source, (bySource.get(source) ?? 0) + n)
+  }
   const all = [...bySource.values()].reduce((a, b) => a + b, 0)
   const failed = ['fail-open', 'fail-closed', 'local'].reduce((sum, s) => sum + (bySource.get(s) ?? 0), 0)
   const share = all > 0 ? failed / all : 0
@@ -418,6 +429,8 @@ export async function writeReport(report: SoakReport, dir: string): Promise<void
  * the store answered throughout. The rest of its watch is judged like any steady part.
  */
 function disturbance(fault: FaultRecord, outage: Outage | undefined): Window {
+  // A reshard the store answered throughout disturbs nothing: the budgets are judged while the slots move.
+  if (fault.kind === 'reshard' && outage === undefined) return { from: fault.at, until: fault.at }
   const from = fault.kind === 'kill-instance' ? fault.at - 1000 : fault.at
   return { from, until: (outage?.last ?? fault.at) + SETTLE_MS }
 }
@@ -426,6 +439,7 @@ function steadyWindows(whole: Window, disturbed: readonly Window[]): Window[] {
   const windows: Window[] = []
   let from = whole.from
   for (const d of [...disturbed].sort((a, b) => a.from - b.from)) {
+    if (d.until <= d.from) continue
     if (d.from > from) windows.push({ from, until: d.from })
     from = Math.max(from, d.until)
   }
