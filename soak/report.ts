@@ -394,7 +394,6 @@ function reshardChecks(
   ]
 }
 
-/** Per-second sample deltas over the steady parts: WebSocket messages, pings and pongs, the machine's CPU. */
 /** The load process' own PINGs to the masters in the steady parts: what one round trip to Redis costs on this machine. */
 function steadyRedisPings(run: SoakRun, inSteady: (t: number) => boolean): number[] {
   return run.redisLatency.samples
@@ -402,6 +401,7 @@ function steadyRedisPings(run: SoakRun, inSteady: (t: number) => boolean): numbe
     .map((p) => p.ms as number)
 }
 
+/** Per-second sample deltas over the steady parts: WebSocket messages, pings and pongs, the machine's CPU. */
 function steadyFlow(samples: readonly Sample[], inSteady: (t: number) => boolean) {
   const flow = { seconds: 0, sent: 0, pings: 0, pongs: 0, machineBusy: 0, machineTotal: 0 }
   for (let i = 1; i < samples.length; i++) {
