@@ -242,11 +242,7 @@ export function judge(run: SoakRun): SoakReport {
       fault.kind === 'reshard' && outages.byFault[i] === undefined
         ? { from: fault.at, until: (fault.repairedAt ?? fault.at) + 1000 }
         : (disturbed[i] as Window)
-    const during = samples.filter((s) => s.at >= fault.at && s.at < window.until)
-    const bySource = new Map<string, number>()
-    for (const s of during)
-      for (const [source, n] of Object.entries(s.bySource))
-        bySource.set(source, (bySource.get(source) ?? 0) + n)
+    const bySource = decisionsBySource(samples.filter((s) => s.at >= fault.at && s.at < window.until))
     const outage = outages.byFault[i]
     const repaired =
       fault.repairedAt === undefined
@@ -371,11 +367,7 @@ function reshardChecks(
 ): Check[] {
   // The decisions of the move itself (each sample counts the second before it), not of the calm after it.
   const movedBy = (fault.repairedAt ?? fault.at) + 1000
-  const bySource = new Map<string, number>()
-  for (const sample of samples.filter((s) => s.at > fault.at && s.at <= movedBy)) {
-    for (const [source, n] of Object.entries(sample.bySource))
-      bySource.set(source, (bySource.get(source) ?? 0) + n)
-  }
+  const bySource = decisionsBySource(samples.filter((s) => s.at > fault.at && s.at <= movedBy))
   const all = [...bySource.values()].reduce((a, b) => a + b, 0)
   const failed = ['fail-open', 'fail-closed', 'local'].reduce((sum, s) => sum + (bySource.get(s) ?? 0), 0)
   const share = all > 0 ? failed / all : 0
@@ -392,6 +384,16 @@ function reshardChecks(
       detail: `${admittedBeyondBudget} admitted beyond budget (${run.probe.decisions.length} probe decisions in the run)`,
     },
   ]
+}
+
+/** The decisions of these samples, summed by source. */
+function decisionsBySource(samples: readonly Sample[]): Map<string, number> {
+  const bySource = new Map<string, number>()
+  for (const sample of samples) {
+    for (const [source, n] of Object.entries(sample.bySource))
+      bySource.set(source, (bySource.get(source) ?? 0) + n)
+  }
+  return bySource
 }
 
 /** The load process' own PINGs to the masters in the steady parts: what one round trip to Redis costs on this machine. */

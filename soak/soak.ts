@@ -313,6 +313,11 @@ async function inject(
 ): Promise<FaultRecord> {
   const at = Date.now()
   const watchUntil = at + profile.faultMs
+  /** The fault, once it has been watched to the end of its faultMs. */
+  const watched = async (repairedAt: number | undefined, detail: string): Promise<FaultRecord> => {
+    await sleep(Math.max(0, watchUntil - Date.now()))
+    return { kind, at, repairedAt, until: Date.now(), detail }
+  }
   switch (kind) {
     case 'kill-master': {
       const master = await someMaster(cluster)
@@ -351,15 +356,10 @@ async function inject(
       const [from, to] = await cluster.masters()
       if (from === undefined || to === undefined) throw new Error('fewer than two masters answer')
       await cluster.moveSlots(from, to, RESHARD_SLOTS)
-      const repairedAt = Date.now()
-      await sleep(Math.max(0, watchUntil - Date.now()))
-      return {
-        kind,
-        at,
-        repairedAt,
-        until: Date.now(),
-        detail: `${RESHARD_SLOTS} slots moved from the master on :${from.port} to the one on :${to.port}`,
-      }
+      return watched(
+        Date.now(),
+        `${RESHARD_SLOTS} slots moved from the master on :${from.port} to the one on :${to.port}`,
+      )
     }
     case 'kill-instance': {
       // The instance holding the most WebSocket sockets.
@@ -370,26 +370,11 @@ async function inject(
       const sockets = held(victim.name)
       load.lostWith(victim.name, Date.now())
       victim.kill()
-      await sleep(Math.max(0, watchUntil - Date.now()))
-      return {
-        kind,
-        at,
-        repairedAt: undefined,
-        until: Date.now(),
-        detail: `SIGKILL to ${victim.name}, holding ${sockets} WebSocket sockets`,
-      }
+      return watched(undefined, `SIGKILL to ${victim.name}, holding ${sockets} WebSocket sockets`)
     }
     case 'restart-cluster': {
       await cluster.restart()
-      const repairedAt = Date.now()
-      await sleep(Math.max(0, watchUntil - Date.now()))
-      return {
-        kind,
-        at,
-        repairedAt,
-        until: Date.now(),
-        detail: 'every node stopped and started again (the data is lost)',
-      }
+      return watched(Date.now(), 'every node stopped and started again (the data is lost)')
     }
   }
 }

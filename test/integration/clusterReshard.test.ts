@@ -59,6 +59,7 @@ describe('a Redis Cluster resharded under load', () => {
       name: 'r',
       store,
       capacity: CAPACITY,
+      // A token back every 500 s: none within the test, so `remaining` counts the decisions exactly.
       refillPerSecond: 0.002,
       failPolicy: 'open',
       denyCache: false,
