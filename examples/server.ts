@@ -47,6 +47,7 @@ import { createApolloGraphQL } from './apolloGraphQL.js'
 import { Chat, createDemoSchema, type DemoUser, demoUsers, userByToken } from './demo-api.js'
 import type { GraphQLEndpoint, GraphQLSetup } from './graphqlEndpoint.js'
 import { createRestRoutes, MAX_UPLOAD_BYTES } from './restRoutes.js'
+import { attachSocketIoChat, socketIoLimits, socketIoPolicy } from './socketIoChat.js'
 import { createYogaGraphQL } from './yogaGraphQL.js'
 
 const port = Number(process.env.PORT ?? 4000)
@@ -316,8 +317,23 @@ const server = createServer((req: IncomingMessage, res: ServerResponse) => {
   graphql.handle(req, res)
 })
 
+// The chat over Socket.IO at /socket.io/ (engine.io takes its requests and upgrades from the server itself).
+const socketIo = attachSocketIoChat({
+  server,
+  store,
+  hooks: metrics.limiterHooks,
+  trustProxy,
+  leaseMs,
+  chat,
+  userByToken,
+  anonymousIdentity: ipIdentity,
+  onDrop: () => metrics.webSocketDropped('socket.io'),
+})
+metrics.watchWebSocketServer('socket.io', socketIo.protection)
+
 server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
   const path = (req.url ?? '/').split('?')[0]
+  if (path?.startsWith('/socket.io/') && !shuttingDown) return
   const wss = path === graphql.path ? graphqlWss : path === '/chat' ? chatWss : undefined
   if (wss === undefined || shuttingDown) {
     socket.end(
@@ -382,6 +398,11 @@ function banner(url: string, pid: number): string {
       `${chatLimits.maxConnectionsPerIdentity} connections per identity, ${chatLimits.messagesPerSecond} msg/s (burst ${chatLimits.messageBurst}), ${chatLimits.maxMessageBytes / 1024} KiB`,
       chatPolicy,
     ],
+    [
+      'socket.io',
+      `${socketIoLimits.maxConnectionsPerIdentity} connections per identity, ${socketIoLimits.eventsPerSecond} events/s (burst ${socketIoLimits.eventBurst}), ${socketIoLimits.maxPacketBytes / 1024} KiB`,
+      socketIoPolicy,
+    ],
     ...restRoutes.limits,
   ]
   const width = Math.max(...rows.map(([, what]) => what.length))
@@ -403,6 +424,7 @@ function banner(url: string, pid: number): string {
     `  GraphQL     ${graphqlUrl}  (${graphql.serves})`,
     `  graphql-ws  ${wsUrl}${graphql.path}`,
     `  chat        ${wsUrl}/chat?token=<token>  (plain WebSocket: send text, receive JSON)`,
+    `  socket.io   ${url}/socket.io/  (the chat for socket.io-client: auth { token }, emit 'chat:message', on 'message')`,
     `  metrics     ${url}/metrics`,
     `  REST        POST ${url}/login (JSON email, password) · POST ${url}/upload (any body, ${MAX_UPLOAD_BYTES / 1024} KiB at most)`,
     `store: ${storeLabel}`,
@@ -452,7 +474,7 @@ async function shutdown(signal: string): Promise<void> {
   console.log(`${signal}: shutting down (no longer accepting connections)`)
   // 2. Close every admitted WebSocket with 1001 and release its connection lease.
   const sockets = [...chatWss.clients, ...graphqlWss.clients]
-  await Promise.all([chatProtection.close(), graphqlWsProtection.close()])
+  await Promise.all([chatProtection.close(), graphqlWsProtection.close(), socketIo.protection.close()])
   // graphql-ws closes what is left with 1001 (Going away); both servers call back once all their sockets closed.
   const serversClosed = Promise.all([
     graphqlWs.dispose(),

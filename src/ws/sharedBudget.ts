@@ -47,26 +47,37 @@ export class SharedBudget {
     if (allowance.tokens > 0) void this.limiter.refund(identity, allowance.tokens).catch(() => undefined)
   }
 
-  /** Spends one token for a message of `identity`, synchronously. */
-  take(identity: string): Take {
+  /**
+   * Spends `cost` tokens (one message, or an event of that cost) for `identity`, synchronously. A cost above the
+   * batch is drawn as one consume of that cost, so it is refused exactly when the shared bucket cannot pay it.
+   */
+  take(identity: string, cost = 1): Take {
     const allowance = this.allowances.get(identity)
     if (allowance === undefined) return 'none'
     // Draw the next batch when half of this one is spent, so steady traffic never waits for it.
-    if (allowance.tokens <= this.batch / 2) void this.draw(identity, allowance)
-    if (allowance.tokens > 0) {
-      allowance.tokens--
+    if (allowance.tokens - (cost - 1) <= this.batch / 2) {
+      void this.draw(identity, allowance, Math.max(this.batch, cost - allowance.tokens))
+    }
+    if (allowance.tokens >= cost) {
+      allowance.tokens -= cost
       return 'token'
     }
     return allowance.drawing === undefined ? 'none' : 'wait'
   }
 
-  /** Spends one token, waiting for draws under way; false when the budget refused. */
-  async takeWhenDrawn(identity: string): Promise<boolean> {
+  /** Spends `cost` tokens, waiting for draws under way; false when the budget refused. */
+  async takeWhenDrawn(identity: string, cost = 1): Promise<boolean> {
     for (;;) {
-      const taken = this.take(identity)
+      const taken = this.take(identity, cost)
       if (taken !== 'wait') return taken === 'token'
       await this.allowances.get(identity)?.drawing
     }
+  }
+
+  /** When the store last refused `identity`, how long until a draw is tried again (ms); 0 when none is pending. */
+  retryAfterMs(identity: string): number {
+    const allowance = this.allowances.get(identity)
+    return allowance === undefined ? 0 : Math.max(0, allowance.deniedUntil - Date.now())
   }
 
   private allowanceOf(identity: string): Allowance {
@@ -78,13 +89,13 @@ export class SharedBudget {
     return allowance
   }
 
-  private draw(identity: string, allowance: Allowance): Promise<void> {
+  private draw(identity: string, allowance: Allowance, amount = this.batch): Promise<void> {
     if (allowance.drawing !== undefined) return allowance.drawing
     if (Date.now() < allowance.deniedUntil) return Promise.resolve()
-    allowance.drawing = this.limiter.consume(identity, this.batch).then(
+    allowance.drawing = this.limiter.consume(identity, amount).then(
       (decision) => {
         allowance.drawing = undefined
-        if (decision.allowed) allowance.tokens += this.batch
+        if (decision.allowed) allowance.tokens += amount
         else allowance.deniedUntil = Date.now() + decision.retryAfterMs
       },
       () => {

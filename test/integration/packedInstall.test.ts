@@ -226,6 +226,49 @@ console.log(
 )
 `
 
+/**
+ * A Socket.IO server with protectSocketIo (one connection per user, two events at once) and socket.io-client
+ * clients reading the refusals with tollbooth/client; it prints what they got and shuts down.
+ */
+const SOCKET_IO_CONSUMER = `import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { Server } from 'socket.io'
+import { io as connect, type Socket } from 'socket.io-client'
+import { socketIoRefusalOf } from 'tollbooth/client'
+import { protectSocketIo } from 'tollbooth/socket.io'
+
+const http = createServer()
+const io = new Server(http)
+const protection = protectSocketIo(io, {
+  identify: (socket) => String(socket.handshake.auth['user']),
+  maxConnectionsPerIdentity: 1,
+  eventsPerSecond: 0.01,
+  eventBurst: 2,
+})
+io.on('connection', (socket) => socket.on('hello', (ack: (answer: string) => void) => ack('world')))
+await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+const url = 'http://127.0.0.1:' + (http.address() as AddressInfo).port
+
+const open = (): Promise<{ socket: Socket; refused: string | undefined }> =>
+  new Promise((resolve) => {
+    const socket = connect(url, { auth: { user: 'ann' }, reconnection: false, forceNew: true })
+    socket.once('connect', () => resolve({ socket, refused: undefined }))
+    socket.once('connect_error', (error) => resolve({ socket, refused: socketIoRefusalOf(error)?.code }))
+  })
+const first = await open()
+const second = await open()
+const answers: string[] = []
+for (let i = 0; i < 3; i++) {
+  const answer: unknown = await first.socket.emitWithAck('hello')
+  answers.push(socketIoRefusalOf(answer)?.code ?? String(answer))
+}
+first.socket.close()
+second.socket.close()
+await protection.close()
+io.close()
+console.log(JSON.stringify({ first: first.refused ?? 'connected', second: second.refused, answers }))
+`
+
 describe('the packed package, installed with only its declared dependencies', () => {
   let tmp: string
   let entries: string[]
@@ -411,6 +454,30 @@ describe('the packed package, installed with only its declared dependencies', ()
           // Cost 2 from a budget of 3: one admitted.
           report: [200, 429],
           health: [200, 200, 200],
+        },
+      })
+    },
+    INSTALL_TIMEOUT_MS,
+  )
+
+  it(
+    'a Socket.IO consumer (socket.io and its client, no ioredis, prom-client or GraphQL) compiles against tollbooth/socket.io and runs',
+    async () => {
+      const dir = await installedConsumer(
+        'socketio-consumer',
+        ['socket.io@^4', 'socket.io-client@^4'],
+        SOCKET_IO_CONSUMER,
+        {},
+      )
+      const names = await installed(dir)
+      for (const absent of ['ioredis', 'prom-client', 'graphql', 'graphql-yoga', 'fastify', '@nestjs/common'])
+        expect(names).not.toContain(absent)
+      expect(await compileAndRun(dir)).toEqual({
+        diagnostics: [],
+        output: {
+          first: 'connected',
+          second: 'TOO_MANY_CONNECTIONS',
+          answers: ['world', 'world', 'RATE_LIMITED'],
         },
       })
     },

@@ -12,7 +12,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['core', 'types'],
   ['identity'],
   ['http', 'client'],
-  ['graphql', 'ws', 'fastify', 'nestjs'],
+  ['graphql', 'ws', 'socketio', 'fastify', 'nestjs'],
   ['metrics', 'cli'],
 ]
 

@@ -215,6 +215,7 @@ describe('documentation', () => {
       'docs/nestjs.md',
       'docs/operations.md',
       'docs/security.md',
+      'docs/socketio.md',
       'docs/tuning.md',
       'docs/websocket.md',
     ])
