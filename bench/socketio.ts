@@ -35,14 +35,10 @@ import { type Socket as ClientSocket, io as connectSocket } from 'socket.io-clie
 import { RedisStore } from 'tollbooth'
 import { type ProtectSocketIoOptions, protectSocketIo, type SocketIoProtection } from 'tollbooth/socket.io'
 import { startRedis } from '../test/helpers/redisServer.js'
+import { type EchoLoadResult, printEchoSummary, runEchoRounds } from './echoRounds.js'
 import { LatencyHistogram } from './latency.js'
-import {
-  announceMeasuredPhase,
-  LoadProcess,
-  type Measured as MeasuredLoad,
-  serveLoadJobs,
-} from './loadProcess.js'
-import { count, fmt, loadAverage, median, pct, verdict, versusPlain } from './report.js'
+import { announceMeasuredPhase, LoadProcess, serveLoadJobs } from './loadProcess.js'
+import { count, loadAverage } from './report.js'
 
 const CLIENTS = 50
 const WINDOW = 32
@@ -90,19 +86,7 @@ interface LoadJob {
   measureMs: number
 }
 
-interface LoadResult {
-  echoes: number
-  seconds: number
-  perSecond: number
-  /** CPU time of the load generator over the measured phase, as a fraction of one core. */
-  clientCpu: number
-  p50: number
-  p99: number
-  /** Connections that closed before the load generator closed them (a protection closing them, say). */
-  unexpectedCloses: number
-  /** Echoes of another size than sent (a check that the server echoes what it got). */
-  wrongEchoes: number
-}
+type LoadResult = EchoLoadResult
 
 function connectClient(url: string): Promise<ClientSocket> {
   return new Promise((resolve, reject) => {
@@ -167,9 +151,6 @@ async function runLoad(job: LoadJob): Promise<LoadResult> {
     wrongEchoes,
   }
 }
-
-/** A round's result with the server's CPU time, per echo too. */
-type Measured = MeasuredLoad<LoadResult> & { serverMicrosPerEcho: number }
 
 // ---------------------------------------------------------------------------------------------------------------
 // The servers (this process)
@@ -282,100 +263,15 @@ async function main(): Promise<void> {
       warmupMs: WARMUP_MS,
       measureMs: MEASURE_MS,
     }
-    const results = new Map<Contender, Measured[]>(contenders.map((c) => [c, []]))
-    for (let round = 1; round <= ROUNDS; round++) {
-      const order = round % 2 === 0 ? [...contenders].reverse() : contenders
-      for (const contender of order) {
-        const measured = await load.run({ ...job, url: contender.url })
-        const result: Measured = {
-          ...measured,
-          serverMicrosPerEcho: measured.serverCpuMicros / measured.echoes,
-        }
-        results.get(contender)?.push(result)
-        console.log(
-          `round ${round}  ${contender.name.padEnd(42)} ${fmt(result.perSecond).padStart(9)} ev/s` +
-            `   p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms` +
-            `   server ${result.serverMicrosPerEcho.toFixed(2)} µs CPU/echo, ` +
-            `CPU: server ${pct(result.serverCpu)} clients ${pct(result.clientCpu)}`,
-        )
-        // Let the closes and lease releases of this run settle before the next.
-        await sleep(100)
-      }
-    }
-
-    console.log()
-    console.log(
-      [
-        'server'.padEnd(42),
-        'echo ev/s'.padStart(11),
-        'min–max of rounds'.padStart(19),
-        'p50 ms'.padStart(7),
-        'p99 ms'.padStart(7),
-        'µs CPU/echo'.padStart(12),
-        'CPU srv/cli'.padStart(12),
-        'drops'.padStart(6),
-        'closed'.padStart(7),
-      ].join(' '),
+    const results = await runEchoRounds(
+      contenders,
+      ROUNDS,
+      (url) => load.run({ ...job, url }),
+      'ev/s',
+      // Let the closes and lease releases of a run settle before the next.
+      () => sleep(100),
     )
-    const of = (contender: Contender) => results.get(contender) ?? []
-    for (const contender of contenders) {
-      const rounds = of(contender)
-      const rates = rounds.map((r) => r.perSecond).sort((a, b) => a - b)
-      const closed =
-        rounds.reduce((sum, r) => sum + r.unexpectedCloses, 0) + contender.counters.closedByServer
-      console.log(
-        [
-          contender.name.padEnd(42),
-          fmt(median(rates)).padStart(11),
-          `${fmt(rates[0])}–${fmt(rates.at(-1))}`.padStart(19),
-          median(rounds.map((r) => r.p50))
-            .toFixed(2)
-            .padStart(7),
-          median(rounds.map((r) => r.p99))
-            .toFixed(2)
-            .padStart(7),
-          median(rounds.map((r) => r.serverMicrosPerEcho))
-            .toFixed(2)
-            .padStart(12),
-          `${pct(median(rounds.map((r) => r.serverCpu)))}/${pct(median(rounds.map((r) => r.clientCpu)))}`.padStart(
-            12,
-          ),
-          String(contender.counters.drops).padStart(6),
-          String(closed).padStart(7),
-        ].join(' '),
-      )
-      const wrong = rounds.reduce((sum, r) => sum + r.wrongEchoes, 0)
-      if (wrong > 0) console.log(`  ${wrong} echoes of the wrong size`)
-    }
-
-    // Both processes run near one core each (see CPU srv/cli), so echo ev/s is bounded by both; the server's CPU
-    // time per echo is the steadier measure of what the protection costs.
-    // Verdicts on paired ratios: each round's rate over the plain server's rate in the same round, median over
-    // rounds (drift of the machine's load between rounds cancels out); the ratio of the medians is shown too.
-    console.log()
-    const plain = contenders.find((c) => c.key === 'plain') as Contender
-    const plainRounds = of(plain)
-    for (const contender of contenders) {
-      const target = TARGETS[contender.key]
-      if (target === undefined) continue
-      const rounds = of(contender)
-      const { paired, ofMedians, cpu } = versusPlain(rounds, plainRounds, (r) => r.serverMicrosPerEcho)
-      const cpuVerdict = cpu >= target.ratio ? 'met' : 'NOT met'
-      console.log(
-        `${contender.name.padEnd(42)} ${paired.toFixed(2)}× plain (paired; ratio of medians ${ofMedians.toFixed(2)}×)` +
-          `   target ≥ ${target.ratio.toFixed(2)}× (${target.label})   ${verdict(paired, target.ratio)}`,
-      )
-      console.log(
-        `${''.padEnd(42)} server CPU per echo, plain/this: ${cpu.toFixed(2)}× (what a CPU-bound server would get)` +
-          `   same target: ${cpuVerdict}`,
-      )
-    }
-    if (contenders.some((c) => c.counters.drops > 0)) {
-      console.log(
-        "\nA refused event is never echoed, so each drop shrinks a client's window for the rest of the run: " +
-          'a row with drops measures less load and is not comparable.',
-      )
-    }
+    printEchoSummary(contenders, results, TARGETS, 'ev/s', 'event')
     console.log(`\nload average after: ${loadAverage()}`)
     if (storeErrors.size > 0)
       console.log('RedisStore errors and breaker changes:', Object.fromEntries(storeErrors))

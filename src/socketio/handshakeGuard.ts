@@ -2,12 +2,11 @@ import { type IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { SocketIoRefusal } from '../client/socketIoRefusals.js'
 import type { Decision } from '../core/decision.js'
-import { tokenBucket } from '../core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import { rateLimitHeaders } from '../core/rateLimitHeaders.js'
 import { clientIpResolver } from '../identity/clientIp.js'
 import { createIpKeyer } from '../identity/ipKey.js'
-import { refuse } from '../ws/upgradeGuard.js'
+import { handshakesLimiter, refuse } from '../ws/upgradeGuard.js'
 import type { ResolvedSocketIoOptions } from './options.js'
 import { refusal } from './refusals.js'
 
@@ -38,19 +37,9 @@ export class HandshakeGuard {
     private readonly options: ResolvedSocketIoOptions,
     private readonly openConnections: OpenConnections,
   ) {
-    const { store, failPolicy, name, hooks } = options
     this.clientIp = clientIpResolver('protectSocketIo', { trustProxy: options.trustProxy })
     this.ipKey = createIpKeyer({ ipv6Prefix: options.ipv6Prefix, ipv4Prefix: options.ipv4Prefix })
-    this.handshakes =
-      options.handshakesPerIp === false
-        ? undefined
-        : tokenBucket({
-            name: `${name}-handshakes`,
-            ...options.handshakesPerIp,
-            failPolicy,
-            ...(store === undefined ? {} : { store }),
-            ...(hooks === undefined ? {} : { hooks }),
-          })
+    this.handshakes = handshakesLimiter(options)
   }
 
   /** The client's network as handshakes and the default identity count it (IPv6 by `ipv6Prefix`). */

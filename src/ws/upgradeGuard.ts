@@ -1,10 +1,13 @@
 import { type IncomingMessage, STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Decision } from '../core/decision.js'
+import type { FailPolicy } from '../core/failPolicy.js'
+import type { LimiterHooks } from '../core/hooks.js'
 import { type ConcurrencyLimiter, concurrencyLimit, type Lease } from '../core/limiters/concurrencyLimit.js'
 import { tokenBucket } from '../core/limiters/tokenBucket.js'
 import type { RateLimiter } from '../core/rateLimiter.js'
 import { rateLimitHeaders } from '../core/rateLimitHeaders.js'
+import type { Store } from '../core/stores/store.js'
 import { clientIpResolver } from '../identity/clientIp.js'
 import { createIpKeyer } from '../identity/ipKey.js'
 import type { ResolvedWebSocketOptions } from './options.js'
@@ -45,16 +48,7 @@ export class UpgradeGuard {
       ...(store === undefined ? {} : { store }),
       ...(hooks === undefined ? {} : { hooks }),
     })
-    this.handshakes =
-      options.handshakesPerIp === false
-        ? undefined
-        : tokenBucket({
-            name: `${name}-handshakes`,
-            ...options.handshakesPerIp,
-            failPolicy,
-            ...(store ? { store } : {}),
-            ...(hooks === undefined ? {} : { hooks }),
-          })
+    this.handshakes = handshakesLimiter(options)
   }
 
   /**
@@ -99,6 +93,28 @@ export class UpgradeGuard {
       this.pending--
     }
   }
+}
+
+/**
+ * The handshakes-per-address token bucket of a realtime guard (`<name>-handshakes`), or `undefined` when
+ * `handshakesPerIp` is `false`.
+ */
+export function handshakesLimiter(options: {
+  readonly name: string
+  readonly handshakesPerIp: { capacity: number; refillPerSecond: number } | false
+  readonly failPolicy: FailPolicy
+  readonly store: Store | undefined
+  readonly hooks: LimiterHooks | undefined
+}): RateLimiter | undefined {
+  const { name, handshakesPerIp, failPolicy, store, hooks } = options
+  if (handshakesPerIp === false) return undefined
+  return tokenBucket({
+    name: `${name}-handshakes`,
+    ...handshakesPerIp,
+    failPolicy,
+    ...(store === undefined ? {} : { store }),
+    ...(hooks === undefined ? {} : { hooks }),
+  })
 }
 
 function connectionPolicy(connections: ConcurrencyLimiter) {

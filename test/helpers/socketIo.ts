@@ -148,3 +148,12 @@ export async function until(predicate: () => boolean, what: string, timeoutMs = 
     await new Promise((resolve) => setTimeout(resolve, 5))
   }
 }
+
+/** `identify` of the tests: the user named in the handshake's `auth`. */
+export const byUser = {
+  identify: (socket: { handshake: { auth: Record<string, unknown> } }) => String(socket.handshake.auth.user),
+}
+
+/** The refusal code of an acknowledgement's answer, or `undefined` for an answer of the app's. */
+export const refusedCode = (response: unknown): string | undefined =>
+  (response as { error?: { code?: string } }).error?.code

@@ -6,7 +6,7 @@
 import { type Socket as ClientSocket, io } from 'socket.io-client'
 import { afterEach, describe, expect, it } from 'vitest'
 import { socketIoRefusalOf, socketIoRetry } from '../../../src/client/index.js'
-import { type ProtectedSocketIo, startProtectedSocketIo, until } from '../../helpers/socketIo.js'
+import { byUser, type ProtectedSocketIo, startProtectedSocketIo, until } from '../../helpers/socketIo.js'
 
 const cleanups: (() => unknown)[] = []
 afterEach(async () => {
@@ -41,9 +41,6 @@ function client(url: string, options: Record<string, unknown> = {}): ClientSocke
   return socket
 }
 
-const byUser = {
-  identify: (socket: { handshake: { auth: Record<string, unknown> } }) => String(socket.handshake.auth.user),
-}
 /** Full jitter at its top: the backoff's delay is its cap (minus one ms), so a server's wait is told apart from it. */
 const noJitter = { random: () => 0.999, baseMs: 100, maxMs: 1000 }
 

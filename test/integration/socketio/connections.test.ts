@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocket } from 'ws'
 import {
   attempt,
+  byUser,
   connected,
   disconnected,
   type ProtectedSocketIo,
@@ -30,10 +31,6 @@ async function server(...args: Parameters<typeof startProtectedSocketIo>): Promi
   const started = await startProtectedSocketIo(...args)
   servers.push(started)
   return started
-}
-
-const byUser = {
-  identify: (socket: { handshake: { auth: Record<string, unknown> } }) => String(socket.handshake.auth.user),
 }
 
 /** A GET of an engine.io polling handshake; resolves with the status, headers and body. */

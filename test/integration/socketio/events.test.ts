@@ -12,6 +12,7 @@ import {
   disconnected,
   emitWithAck,
   type ProtectedSocketIo,
+  refusedCode,
   startProtectedSocketIo,
   transports,
   until,
@@ -39,8 +40,6 @@ async function setup(
 function burst(client: ClientSocket, event: string, count: number, ...args: unknown[]): Promise<unknown[]> {
   return Promise.all(Array.from({ length: count }, () => emitWithAck(client, event, ...args)))
 }
-
-const refusedCode = (response: unknown) => (response as { error?: { code?: string } }).error?.code
 
 describe.each(transports)('events (%s)', (transport) => {
   it('delivers the burst and refuses the rest with RATE_LIMITED and retryAfter; onAny sees only what passed', async () => {

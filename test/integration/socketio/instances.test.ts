@@ -16,9 +16,11 @@ import type { ProtectSocketIoOptions } from '../../../src/socketio/index.js'
 import { JsonLinesProcess } from '../../helpers/childProcess.js'
 import {
   attempt,
+  byUser,
   connected,
   emitWithAck,
   type ProtectedSocketIo,
+  refusedCode,
   startProtectedSocketIo,
   transports,
 } from '../../helpers/socketIo.js'
@@ -31,9 +33,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
-const identify = (socket: { handshake: { auth: Record<string, unknown> } }) =>
-  String(socket.handshake.auth.user)
-const refusedCode = (response: unknown) => (response as { error?: { code?: string } }).error?.code
+const { identify } = byUser
 
 function redisClient(): Redis {
   const client = new Redis(inject('redisUrl'), { enableOfflineQueue: true, maxRetriesPerRequest: 1 })

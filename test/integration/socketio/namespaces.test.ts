@@ -7,9 +7,11 @@ import type { Socket as ClientSocket } from 'socket.io-client'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
   attempt,
+  byUser,
   connected,
   emitWithAck,
   type ProtectedSocketIo,
+  refusedCode,
   startProtectedSocketIo,
   transports,
 } from '../../helpers/socketIo.js'
@@ -21,9 +23,7 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.close()))
 })
 
-const identify = (socket: { handshake: { auth: Record<string, unknown> } }) =>
-  String(socket.handshake.auth.user)
-const refusedCode = (response: unknown) => (response as { error?: { code?: string } }).error?.code
+const { identify } = byUser
 
 async function join(
   s: ProtectedSocketIo,
