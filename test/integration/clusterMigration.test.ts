@@ -8,6 +8,7 @@
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { allOf } from '../../src/core/limiters/allOf.js'
 import { concurrencyLimit } from '../../src/core/limiters/concurrencyLimit.js'
 import { fixedWindow } from '../../src/core/limiters/fixedWindow.js'
 import { tokenBucket } from '../../src/core/limiters/tokenBucket.js'
@@ -121,5 +122,41 @@ describe('a Redis Cluster moving a slot', () => {
     expect(`${counted.source}:${counted.remaining}`).toBe('store:98')
     expect(`${again.source}:${again.allowed}`).toBe('store:true')
     expect((await counter.peek(other)).remaining).toBe(98)
+  })
+
+  it('allOf on an identity whose keys are split by the move is retried on the node the slot map names, counted on no breaker', async () => {
+    // One failure would open a breaker: a redirection counted as one would show.
+    const strict = new RedisStore({
+      client,
+      prefix: 'migrate:',
+      timeoutMs: 300,
+      breaker: { failureThreshold: 1 },
+    })
+    const perSecond = tokenBucket({ name: 'all-s', store: strict, capacity: 50, refillPerSecond: 1 / 86_400 })
+    const perDay = tokenBucket({ name: 'all-d', store: strict, capacity: 40, refillPerSecond: 1 / 86_400 })
+    const both = allOf([perSecond, perDay], { failPolicy: 'open' })
+    for (let i = 0; i < 3; i++) expect((await both.consume('mover')).source).toBe('store')
+    const keys = [strict.keyOf('all-s', 'mover'), strict.keyOf('all-d', 'mover')] as const
+    const { source, target } = await startMoving(calculateSlot(keys[0] as string))
+    const { host, port } = target.options as { host: string; port: number }
+    // Half moved: one key on each master. The migrating master answers TRYAGAIN (it lacks a key), and so would
+    // the importing one: no node can run the call until the move of this identity ends.
+    expect(await source.call('MIGRATE', host, port, '', 0, 5000, 'KEYS', keys[0])).toBe('OK')
+    const stuck = await both.consume('mover')
+    expect(stuck.source).toBe('fail-open')
+    expect(strict.breaker.state).toBe('closed')
+    // The move of the identity ends while its next decision is being retried: that decision is the store's, and
+    // every decision the store made was charged once (3 before, this one; the one answered by the policy: none).
+    const [moved, decided] = await Promise.all([
+      source.call('MIGRATE', host, port, '', 0, 5000, 'KEYS', keys[1]),
+      both.consume('mover'),
+    ])
+    expect(moved).toBe('OK')
+    expect(`${decided.source}:${decided.allowed}`).toBe('store:true')
+    expect(decided.decisions.map((d) => d.remaining)).toEqual([46, 36])
+    // Now the whole identity is on the importing master: the migrating one answers ASK, followed under ASKING.
+    const after = await both.consume('mover')
+    expect(`${after.source}:${after.decisions.map((d) => d.remaining).join(',')}`).toBe('store:45,35')
+    expect(strict.breaker.state).toBe('closed')
   })
 })

@@ -8,6 +8,7 @@ import { ErrorCodes, invalidOption, TollboothError } from '../errors.js'
 import { hashKey } from '../hashKey.js'
 import { emit, type StoreHooks, storeHooksOption } from '../hooks.js'
 import { checkOptionKeys, optionNames } from '../knownOptions.js'
+import { sleep } from '../sleep.js'
 import { nonEmptyString, positiveInteger, timerMs } from '../validate.js'
 import { batchSpecs } from './batchSpecs.js'
 import { addressOf, ClientReadiness } from './clientReadiness.js'
@@ -290,12 +291,96 @@ export class RedisStore implements Store {
     const node = this.nodeOf(keys[0] ?? '')
     if (!this.breaker.of(node).tryCall()) throw this.breakerOpen(node)
     const args = requests.flatMap((request) => [request.algorithm, ...request.args])
-    const flat = await this.guarded('consumeAll', node, (notAfter) =>
-      this.allOf(keys.length, ...keys, this.now(), notAfter, ...args),
-    )
-    this.learnClock(node, flat)
-    if (flat[0] === PAST_DEADLINE && flat.length === 2) throw this.pastDeadline(node, 'consumeAll')
+    const answered = isCluster(this.client)
+      ? await this.allOfOnCluster(node, keys, args)
+      : {
+          node,
+          countsOnBreaker: true,
+          flat: await this.guarded('consumeAll', node, (notAfter) =>
+            this.allOf(keys.length, ...keys, this.now(), notAfter, ...args),
+          ),
+        }
+    const { flat } = answered
+    this.learnClock(answered.node, flat)
+    if (flat[0] === PAST_DEADLINE && flat.length === 2) {
+      throw this.pastDeadline(answered.node, 'consumeAll', answered.countsOnBreaker)
+    }
     return requests.map((_, i) => flat.slice(i * 5, i * 5 + 5) as unknown as Reply)
+  }
+
+  /**
+   * `allOf` on a cluster, on the connection of the node the slot map names (a pipeline of one command, so that a
+   * redirection comes back as an answer rather than being followed by the cluster client, with its own delays: 100
+   * ms for TRYAGAIN). Only that node's own answer counts on its breaker. A redirection is followed here within the
+   * same deadline, counted on no breaker: MOVED, to the node of the refreshed slot map; ASK, to the importing node
+   * under ASKING; TRYAGAIN (the identity's keys split between the two nodes of a slot being moved), again after a
+   * short pause.
+   */
+  private async allOfOnCluster(
+    node: string,
+    keys: readonly string[],
+    args: readonly (number | string)[],
+  ): Promise<{ node: string; countsOnBreaker: boolean; flat: number[] }> {
+    const deadline = performance.now() + this.timeoutMs
+    let target = node
+    let asking = false
+    for (let redirections = 0; ; redirections++) {
+      const countsOnBreaker = redirections === 0
+      const connection = this.connectionsByAddress().get(target)
+      if (connection === undefined) {
+        throw new TollboothError(ErrorCodes.STORE_UNAVAILABLE, `${this.name}: no connection to ${target}`)
+      }
+      this.defineOn(connection, allOfCommand, allOfLua)
+      const [error, flat] = await this.guarded(
+        'consumeAll',
+        target,
+        async (notAfter) => {
+          const pipeline = connection.pipeline() as unknown as Record<string, BatchCommand> & {
+            asking(): unknown
+            exec(): Promise<[Error | null, number[]][] | null>
+          }
+          if (asking) pipeline.asking()
+          ;(pipeline[allOfCommand] as BatchCommand)(keys.length, ...keys, this.now(), notAfter, ...args)
+          const [failure, reply] = (await pipeline.exec())?.[asking ? 1 : 0] ?? [new Error('no reply'), []]
+          // A redirection is where the slot is, an answer; any other error is the node's (and its breaker's).
+          if (failure !== null && !isRedirection(failure)) throw failure
+          return [failure, reply] as const
+        },
+        countsOnBreaker,
+        deadline,
+      )
+      if (error === null) return { node: target, countsOnBreaker, flat }
+      const remaining = deadline - performance.now()
+      if (redirections >= MAX_ALL_OF_REDIRECTIONS || remaining <= 0) {
+        const failure = new TollboothError(
+          ErrorCodes.STORE_TIMEOUT,
+          `${this.name}: still redirected when the deadline came: ${error.message}`,
+          { cause: error },
+        )
+        emit(this.hooks.onStoreError, { store: this.name, op: 'consumeAll', error: failure })
+        throw failure
+      }
+      asking = error.message.startsWith('ASK ')
+      if (asking) target = error.message.split(' ')[2] ?? UNKNOWN_NODE
+      else {
+        // MOVED, TRYAGAIN, CLUSTERDOWN, READONLY: where the slot is, once the map is fresh (and the move settled).
+        if (!error.message.startsWith('MOVED ')) await sleep(Math.min(TRYAGAIN_PAUSE_MS, remaining))
+        await this.refreshSlots(deadline - performance.now())
+        target = this.nodeOf(keys[0] ?? '')
+      }
+    }
+  }
+
+  /** Refreshes the cluster client's slot map, waiting at most `ms`. */
+  private refreshSlots(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, Math.max(1, ms))
+      timer.unref()
+      ;(this.client as RedisClusterClient).refreshSlotsCache(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
   }
 
   async delete(limiter: string, key: string): Promise<void> {
@@ -442,11 +527,14 @@ export class RedisStore implements Store {
 
   /** The node batch command on a cluster node's own connection (defined there once). */
   private nodeBatchOn(connection: RedisConnection): BatchCommand {
+    return this.defineOn(connection, nodeBatchCommand, nodeBatchLua)
+  }
+
+  /** A script command on a cluster node's own connection, defined there once (before any pipeline is made). */
+  private defineOn(connection: RedisConnection, name: string, lua: string): BatchCommand {
     const commands = connection as unknown as Record<string, BatchCommand>
-    if (typeof commands[nodeBatchCommand] !== 'function') {
-      connection.defineCommand(nodeBatchCommand, { lua: nodeBatchLua })
-    }
-    return (commands[nodeBatchCommand] as BatchCommand).bind(connection)
+    if (typeof commands[name] !== 'function') connection.defineCommand(name, { lua })
+    return (commands[name] as BatchCommand).bind(connection)
   }
 
   /** ARGV of the node batch script: the time, the deadline, the count, the specs, and each request's key and spec. */
@@ -610,10 +698,11 @@ export class RedisStore implements Store {
     node: string,
     call: (notAfter: number) => Promise<T>,
     countsOnBreaker = true,
+    deadlineAt?: number,
   ): Promise<T> {
     const breaker = countsOnBreaker ? this.breaker.of(node) : undefined
     const started = performance.now()
-    const deadline = started + this.timeoutMs
+    const deadline = deadlineAt ?? started + this.timeoutMs
     return new Promise<T>((resolve, reject) => {
       // Whichever comes first, the answer or the deadline, decides; a late answer is ignored, so a store that
       // answers only after the deadline keeps counting as failing.
@@ -629,19 +718,22 @@ export class RedisStore implements Store {
         emit(this.hooks.onStoreError, { store: this.name, op, error })
         reject(error)
       }
-      const timer = setTimeout(() => {
-        expired = true
-        // Node runs due timers before it reads sockets: after a stall of the event loop longer than the deadline,
-        // the reply may already be waiting. Let the I/O phase read it first.
-        setImmediate(() =>
-          fail(
-            new TollboothError(
-              ErrorCodes.STORE_TIMEOUT,
-              `${this.name}: no answer within ${this.timeoutMs} ms`,
+      const timer = setTimeout(
+        () => {
+          expired = true
+          // Node runs due timers before it reads sockets: after a stall of the event loop longer than the deadline,
+          // the reply may already be waiting. Let the I/O phase read it first.
+          setImmediate(() =>
+            fail(
+              new TollboothError(
+                ErrorCodes.STORE_TIMEOUT,
+                `${this.name}: no answer within ${this.timeoutMs} ms`,
+              ),
             ),
-          ),
-        )
-      }, this.timeoutMs)
+          )
+        },
+        Math.max(1, deadline - started),
+      )
       timer.unref()
       const send = () => {
         cancelWait = undefined
@@ -687,6 +779,12 @@ type NodeRoute = 'own' | 'redirected' | 'asked'
 
 /** Times a request may be queued again after a cluster node sent it back, before it goes on its own. */
 const MAX_REQUEUES = 1
+
+/** Redirections an `allOf` follows on a cluster (within its deadline) before it fails. */
+const MAX_ALL_OF_REDIRECTIONS = 8
+
+/** Pause before an `allOf` is sent again after TRYAGAIN: the keys it wants are being moved right now. */
+const TRYAGAIN_PAUSE_MS = 5
 
 /** Whether the constructor was handed an ioredis client where its options belong: `new RedisStore(client)`. */
 function isClientItself(options: unknown): boolean {
