@@ -143,7 +143,8 @@ export async function startRedisCluster(options: ClusterOptions = {}): Promise<R
     waitUntilOk: () => waitForClusterOk(ports),
     moveSlots: async (from, to, slots) => {
       const [fromId, toId] = await Promise.all(
-        [from.port, to.port].map((port) => query(port, 'CLUSTER', 'MYID')),
+        // Asked while the test's load runs: a busy machine may take more than a boot probe's 500 ms.
+        [from.port, to.port].map((port) => queryWithin(10_000, port, 'CLUSTER', 'MYID')),
       )
       if (fromId === undefined || toId === undefined) throw new Error('a master did not say its node id')
       await redisCli(
@@ -350,6 +351,16 @@ async function waitForReplicasInSync(ports: number[], expected: number): Promise
 
 /** One command on a short-lived connection; undefined when the server does not answer in time. */
 async function query(port: number, command: string, ...args: string[]): Promise<string | undefined> {
+  return queryWithin(QUERY_TIMEOUT_MS, port, command, ...args)
+}
+
+/** `query`, waiting up to `ms` for the answer: a server busy with a test's load answers late, not never. */
+async function queryWithin(
+  ms: number,
+  port: number,
+  command: string,
+  ...args: string[]
+): Promise<string | undefined> {
   const client = new Redis({
     host: HOST,
     port,
@@ -364,7 +375,7 @@ async function query(port: number, command: string, ...args: string[]): Promise<
     .then(() => client.call(command, args))
     .then(String, () => undefined)
   // ioredis' own timeouts do not bound the handshake with a listener that never answers.
-  const timeout = sleep(QUERY_TIMEOUT_MS).then(() => undefined)
+  const timeout = sleep(ms).then(() => undefined)
   try {
     return await Promise.race([reply, timeout])
   } finally {
