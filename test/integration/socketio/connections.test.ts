@@ -8,6 +8,9 @@ import { request } from 'node:http'
 import type { Socket as ClientSocket } from 'socket.io-client'
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocket } from 'ws'
+import { concurrencyLimit } from '../../../src/core/limiters/concurrencyLimit.js'
+import { MemoryStore } from '../../../src/core/stores/memoryStore.js'
+import { SOCKET_IO_DISCONNECT_EVENT } from '../../../src/socketio/index.js'
 import {
   attempt,
   byUser,
@@ -352,4 +355,71 @@ describe('a slot comes back after every kind of disconnect', () => {
       })
     }
   }
+})
+
+describe('the end of a slot the server no longer holds, and of the protection', () => {
+  it('a socket whose slot the store gave to another is told LEASE_LOST and disconnected', async () => {
+    const store = new MemoryStore()
+    const s = await server({
+      ...byUser,
+      store,
+      leaseMs: 300,
+      maxConnectionsPerIdentity: 1,
+      handshakesPerIp: false,
+    })
+    const socket = await connected(s.url, { transport: 'websocket', auth: { user: 'ann' } })
+    cleanups.push(() => socket.close())
+    const notices: unknown[] = []
+    socket.on(SOCKET_IO_DISCONNECT_EVENT, (notice) => notices.push(notice))
+    const gone = disconnected(socket)
+    // The store loses the lease (a flush, a failover without the key) and another holder takes the slot before the
+    // next renewal: the renewal finds the identity full.
+    await store.delete('socket.io-connections', 'ann')
+    const intruder = await concurrencyLimit({
+      name: 'socket.io-connections',
+      store,
+      max: 1,
+      leaseMs: 30_000,
+    }).acquire('ann')
+    expect(intruder.allowed).toBe(true)
+    expect(await gone).toBe('io server disconnect')
+    expect(notices).toEqual([{ code: 'LEASE_LOST', message: 'Connection slot lost', retryAfter: 1 }])
+    await until(() => s.protection.openConnections === 0, 'the socket forgotten')
+    await intruder.release()
+    const again = await connected(s.url, { transport: 'websocket', auth: { user: 'ann' } })
+    cleanups.push(() => again.close())
+  })
+
+  it('close() tells every socket UNAVAILABLE, releases its slot and takes the middlewares out', async () => {
+    const store = new MemoryStore()
+    const s = await server({
+      ...byUser,
+      store,
+      maxConnectionsPerIdentity: 1,
+      handshakesPerIp: { capacity: 1, refillPerSecond: 0.01 },
+    })
+    const socket = await connected(s.url, { transport: 'polling', auth: { user: 'ann' } })
+    cleanups.push(() => socket.close())
+    const notices: unknown[] = []
+    socket.on(SOCKET_IO_DISCONNECT_EVENT, (notice) => notices.push(notice))
+    const gone = disconnected(socket)
+    await s.protection.close()
+    expect(await gone).toBe('io server disconnect')
+    expect(notices).toEqual([{ code: 'UNAVAILABLE', message: 'Server shutting down', retryAfter: 1 }])
+    expect(s.protection.openConnections).toBe(0)
+    // The lease is back in the store, and the server is as it was: no handshake budget, no connection cap.
+    const lease = await concurrencyLimit({
+      name: 'socket.io-connections',
+      store,
+      max: 1,
+      leaseMs: 30_000,
+    }).acquire('ann')
+    expect(lease.allowed).toBe(true)
+    const first = await connected(s.url, { transport: 'websocket', auth: { user: 'ann' } })
+    const second = await connected(s.url, { transport: 'websocket', auth: { user: 'ann' } })
+    cleanups.push(
+      () => first.close(),
+      () => second.close(),
+    )
+  })
 })
