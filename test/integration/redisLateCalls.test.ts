@@ -14,7 +14,7 @@ import {
   startRedis,
   startRedisCluster,
 } from '../helpers/redisServer.js'
-import { limiterClientOptions } from '../helpers/stores.js'
+import { limiterClientOptions, whenReady } from '../helpers/stores.js'
 
 const IDENTITIES = 40
 const ids = Array.from({ length: IDENTITIES }, (_, i) => `user-${i}`)
@@ -79,6 +79,63 @@ describe('a standalone Redis paused with calls in flight', () => {
       const { counts, slots } = await spendWhilePaused(store, [redis], 'late')
       expect(counts).toEqual(ids.map(() => 'store:5'))
       expect(slots).toEqual(ids.map(() => 'store:1'))
+    } finally {
+      client.disconnect()
+    }
+  })
+})
+
+describe('a standalone Redis paused before the store ever heard from it', () => {
+  let redis: RedisProcess
+  beforeAll(async () => {
+    redis = await startRedis()
+  })
+  afterAll(async () => {
+    await redis?.stop()
+  })
+
+  it("the first decisions carry a deadline in this process's clock: refused ones are not applied when it resumes", async () => {
+    const client = new Redis(redis.url, limiterClientOptions)
+    try {
+      await whenReady(client)
+      // No warmUp and no decision before the pause: the store knows nothing of the server's clock.
+      const store = new RedisStore({
+        client,
+        prefix: 'cold:',
+        timeoutMs: 100,
+        breaker: { failureThreshold: 1000 },
+      })
+      const counter = fixedWindow({
+        name: 'cold',
+        store,
+        limit: 5,
+        windowMs: 3_600_000,
+        failPolicy: 'closed',
+        denyCache: false,
+      })
+      const leases = concurrencyLimit({
+        name: 'cold-leases',
+        store,
+        max: 1,
+        leaseMs: 3_600_000,
+        failPolicy: 'closed',
+      })
+      redis.pause()
+      try {
+        const answered = await Promise.all([
+          ...ids.map((id) => counter.consume(id)),
+          ...ids.map((id) => leases.acquire(id)),
+        ])
+        expect(new Set(answered.map((d) => `${d.source}:${d.allowed}`))).toEqual(
+          new Set(['fail-closed:false']),
+        )
+      } finally {
+        redis.resume()
+      }
+      const counts = await Promise.all(ids.map((id) => counter.peek(id)))
+      const slots = await Promise.all(ids.map((id) => leases.peek(id)))
+      expect(counts.map((d) => `${d.source}:${d.remaining}`)).toEqual(ids.map(() => 'store:5'))
+      expect(slots.map((d) => `${d.source}:${d.remaining}`)).toEqual(ids.map(() => 'store:1'))
     } finally {
       client.disconnect()
     }

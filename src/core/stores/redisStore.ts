@@ -691,7 +691,7 @@ export class RedisStore implements Store {
 
   /**
    * Deadline, breaker accounting (the breaker of `node`) and error reporting around one call. `call` gets the
-   * deadline in the server's clock for its script (0 while the store does not know that clock, or pins its own).
+   * deadline in the server's clock for its script (0 when the store pins its own clock).
    */
   private guarded<T>(
     op: string,

@@ -27,11 +27,24 @@ function nowUs(): number {
 export class ServerClocks {
   private readonly offsets = new Map<string, { lowUs: number; sampledAt: number }>()
 
-  /** The server's time (µs) matching our deadline `deadline` (a `performance.now()` instant); 0 while unknown. */
+  /**
+   * The server's time (µs) matching our deadline `deadline` (a `performance.now()` instant). For a node not heard
+   * from yet (a cold store, a master promoted by a failover), the earliest offset known of another node, else our
+   * own clock: servers and clients keep their clocks in step (NTP) within far less than a deadline, and a call with
+   * a deadline a little off is better than one with none, which a paused Redis would apply whenever it woke up. A
+   * deadline that turns out early is answered PAST_DEADLINE with the server's time, which is then learnt.
+   */
   notAfter(node: string, deadline: number): number {
-    const offset = this.offsets.get(node)
-    if (offset === undefined) return 0
-    return Math.floor((performance.timeOrigin + deadline) * 1000 + offset.lowUs)
+    const lowUs = this.offsets.get(node)?.lowUs ?? this.earliestOffsetUs()
+    return Math.floor((performance.timeOrigin + deadline) * 1000 + lowUs)
+  }
+
+  /** The smallest offset known (the earliest deadline it gives), 0 when no server was heard from. */
+  private earliestOffsetUs(): number {
+    let earliest: number | undefined
+    for (const { lowUs } of this.offsets.values())
+      if (earliest === undefined || lowUs < earliest) earliest = lowUs
+    return earliest ?? 0
   }
 
   /** Records the server time `serverUs` of a reply from `node` received just now. */
