@@ -449,6 +449,8 @@ function banner(url: string, pid: number): string {
     `  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{http_code} ' -X POST ${url}/login -H 'content-type: application/json' -d '{"email":"alice@example.com","password":"guess"}'; done; echo`,
     `  # 5. POST /upload: 2 MiB sent without a length (chunked) is cut off at ${MAX_UPLOAD_BYTES / 1024} KiB with 413`,
     `  head -c 2097152 /dev/zero | curl -s -o /dev/null -w '%{http_code}\\n' -X POST ${url}/upload -H 'transfer-encoding: chunked' -H 'expect:' --data-binary @-`,
+    `  # 6. Socket.IO: alice sends ${socketIoLimits.eventBurst + 2} chat messages at once; past the burst of ${socketIoLimits.eventBurst}, acknowledged with RATE_LIMITED`,
+    `  node -e "const s=require('socket.io-client').io('${url}',{auth:{token:'alice-token'},reconnection:false});s.on('connect',async()=>{const a=await Promise.all([...Array(12).keys()].map(i=>s.emitWithAck('chat:message','hi '+i)));console.log(a.map(r=>r.error?.code??'ok').join(' '));process.exit(0)})"`,
     '',
   ].join('\n')
 }

@@ -183,8 +183,9 @@ function eventCostOf(
   if (typeof cost !== 'function') return cost[event] ?? 1
   try {
     const points = cost(event, data.slice(1))
+    // At least 1, as in a map: an event priced 0 would pass every budget.
     return typeof points === 'number' && Number.isFinite(points) && points >= 0
-      ? Math.ceil(points)
+      ? Math.max(1, Math.ceil(points))
       : undefined
   } catch {
     return undefined

@@ -49,7 +49,8 @@ export class HandshakeGuard {
 
   /** The engine.io middleware (`engine.use`). */
   readonly middleware = (req: EngineRequest, res: EngineResponse, next: (err?: unknown) => void): void => {
-    if (req._query?.sid !== undefined) {
+    // engine.io takes a request for a handshake unless its `sid` is truthy (an empty `sid=` is a handshake).
+    if (req._query?.sid) {
       next()
       return
     }

@@ -96,12 +96,14 @@ const NOTHING: readonly unknown[] = []
 
 /**
  * The attachment count of a binary packet's header (`51-["upload",{"_placeholder":true,"num":0}]`), 0 for any
- * other packet. A malformed count is left to socket.io's decoder, which refuses it.
+ * other packet. Read exactly as socket.io-parser reads it (every character up to the first `-`, as a number:
+ * `010` and `10.0` are 10 to it), so that no count it accepts escapes the size check; one it refuses is left to
+ * it, and it closes the connection.
  */
 function attachmentCount(data: string): number {
   if (data[0] !== BINARY_EVENT && data[0] !== BINARY_ACK) return 0
   const dash = data.indexOf('-', 1)
-  if (dash < 2 || dash > 4) return 0
+  if (dash === -1) return 0
   const count = Number(data.slice(1, dash))
   return Number.isInteger(count) && count > 0 ? count : 0
 }

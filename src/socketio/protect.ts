@@ -73,7 +73,8 @@ class ProtectedServer {
   readonly admissions = new WeakMap<Socket, SocketAdmission>()
   pendingConnects = 0
   private readonly guards: NamespaceGuards
-  private readonly runs = new Map<Namespace, Run>()
+  /** socket.io's own `run` of each namespace guarded (weakly: a dynamic namespace's children come and go). */
+  private readonly runs = new WeakMap<Namespace, Run>()
   /** Engine.io connections whose one free namespace connection is used: the next ones pay a handshake token. */
   private readonly connected = new WeakSet<EngineConnection>()
   private readonly maxPacketBytes: number
@@ -202,8 +203,10 @@ class ProtectedServer {
     clearInterval(this.renewTimer)
     this.io.engine.off('connection', this.onEngineConnection)
     this.io.off('new_namespace', this.onNewNamespace)
-    for (const [nsp, run] of this.runs) (nsp as unknown as { run: Run }).run = run
-    this.runs.clear()
+    for (const nsp of this.io._nsps.values()) {
+      const run = this.runs.get(nsp)
+      if (run !== undefined) (nsp as unknown as { run: Run }).run = run
+    }
     const middlewares = (this.io.engine as unknown as { middlewares: unknown[] }).middlewares
     const at = middlewares.indexOf(this.handshakes.middleware)
     if (at !== -1) middlewares.splice(at, 1)

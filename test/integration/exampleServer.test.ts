@@ -1,9 +1,10 @@
 /**
  * `npm start` — examples/server.ts, run as a child process (node with tsx's loader, as `npm start` runs it, on PORT=0).
  *
- * The five commands of its banner are run exactly as printed (`sh -c <line>`, from the repository's directory):
+ * The six commands of its banner are run exactly as printed (`sh -c <line>`, from the repository's directory):
  * a 200 with `extensions.cost`, a 429 with `Retry-After`, a WebSocket refused with HTTP 429 at its cap, a 6th
- * REST login attempt refused, and an upload past its size cut off with 413. Then,
+ * REST login attempt refused, an upload past its size cut off with 413, and Socket.IO events past their burst
+ * acknowledged with RATE_LIMITED. Then,
  * on the same process: GraphiQL's page, the GraphiQL introspection query through the guards, the `/chat` WebSocket,
  * a graphql-ws subscription and one over SSE, a chat message reaching a GraphQL subscription, `/metrics` (names,
  * and no identity in any label), and SIGTERM (an open chat socket closed with 1001, exit code 0). Another process
@@ -136,7 +137,7 @@ describe('npm start: the example server (memory store)', () => {
     if (example?.child.exitCode === null) example.child.kill('SIGKILL')
   })
 
-  it('prints where everything is, the store, each limit with its fail policy, and five commands', () => {
+  it('prints where everything is, the store, each limit with its fail policy, and six commands', () => {
     const { banner, url } = example
     expect(banner).toContain(`GraphQL     ${url}/graphql`)
     expect(banner).toContain(`graphql-ws  ${url.replace('http', 'ws')}/graphql`)
@@ -151,13 +152,15 @@ describe('npm start: the example server (memory store)', () => {
       ['subscriptions', 'open'],
       ['graphql-ws', 'open'],
       ['chat', 'local'],
+      ['socket.io', 'local'],
       ['login-ip', 'closed'],
       ['uploads', 'open'],
     ]) {
       expect(banner).toMatch(new RegExp(`\\n  ${limit} .*fail policy: ${policy}\\n`))
     }
     expect(banner).toContain(`REST        POST ${url}/login`)
-    expect(example.commands).toHaveLength(5)
+    expect(banner).toContain(`socket.io   ${url}/socket.io/`)
+    expect(example.commands).toHaveLength(6)
   })
 
   it('command 1: a 200 with extensions.cost (and the RateLimit headers)', async () => {
@@ -205,6 +208,12 @@ describe('npm start: the example server (memory store)', () => {
     const { stdout, code } = await sh(example.commands[4] as string)
     expect(code).toBe(0)
     expect(stdout.trim()).toBe('413')
+  })
+
+  it('command 6: Socket.IO chat messages past the burst of 10 acknowledged with RATE_LIMITED', async () => {
+    const { stdout, code } = await sh(example.commands[5] as string)
+    expect(code).toBe(0)
+    expect(stdout.trim()).toBe([...Array(10).fill('ok'), 'RATE_LIMITED', 'RATE_LIMITED'].join(' '))
   })
 
   it('POST /login: the right password answers 200 with the token; POST /upload: a small body is received', async () => {

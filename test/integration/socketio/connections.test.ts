@@ -39,9 +39,11 @@ async function server(...args: Parameters<typeof startProtectedSocketIo>): Promi
 /** A GET of an engine.io polling handshake; resolves with the status, headers and body. */
 function pollingHandshake(
   port: number,
+  query = '',
 ): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path: '/socket.io/?EIO=4&transport=polling' }, (res) => {
+    const path = `/socket.io/?EIO=4&transport=polling${query}`
+    const req = request({ host: '127.0.0.1', port, path }, (res) => {
       let body = ''
       res.setEncoding('utf8').on('data', (chunk: string) => {
         body += chunk
@@ -54,9 +56,12 @@ function pollingHandshake(
 }
 
 /** An engine.io WebSocket handshake; resolves with the status of a refusal, or 101 once upgraded (then closed). */
-function webSocketHandshake(port: number): Promise<{ status: number; headers: Record<string, unknown> }> {
+function webSocketHandshake(
+  port: number,
+  query = '',
+): Promise<{ status: number; headers: Record<string, unknown> }> {
   return new Promise((resolve) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/socket.io/?EIO=4&transport=websocket`)
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/socket.io/?EIO=4&transport=websocket${query}`)
     ws.on('unexpected-response', (_req, res) => {
       resolve({ status: res.statusCode ?? 0, headers: res.headers })
       res.resume()
@@ -133,6 +138,15 @@ describe('handshakes per client address', () => {
     }
     expect(outcomes).toEqual(['connected', 'connected', 'RATE_LIMITED'])
     expect(s.io.engine.clientsCount).toBe(1)
+  })
+
+  it('counts a handshake with an empty sid, which engine.io takes for a new one', async () => {
+    const s = await server({ handshakesPerIp: { capacity: 2, refillPerSecond: 0.01 }, maxConnections: 100 })
+    const polling = [await pollingHandshake(s.port, '&sid='), await pollingHandshake(s.port, '&sid=')]
+    expect(polling.map((answer) => answer.status)).toEqual([200, 200])
+    expect((await pollingHandshake(s.port, '&sid=')).status).toBe(429)
+    expect((await webSocketHandshake(s.port, '&sid=')).status).toBe(429)
+    expect(s.io.engine.clientsCount).toBe(2)
   })
 
   it('refuses handshakes past maxConnections with 503', async () => {

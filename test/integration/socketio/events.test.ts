@@ -100,6 +100,16 @@ describe.each(transports)('events (%s)', (transport) => {
     expect(costs[0]).toEqual(['rows', { count: 11 }])
   })
 
+  it('an event its cost function prices at 0 costs 1, as the least a map can say', async () => {
+    const { s, client } = await setup(
+      { eventsPerSecond: 0.01, eventBurst: 3, dropsBeforeDisconnect: 100, eventCost: () => 0 },
+      transport,
+    )
+    const acks = await burst(client, 'free', 5)
+    expect(acks.map(refusedCode)).toEqual([undefined, undefined, undefined, 'RATE_LIMITED', 'RATE_LIMITED'])
+    expect(s.deliveredCount('/', 'free')).toBe(3)
+  })
+
   it('events without an acknowledgement are refused the same way, and onDrop hears every refusal', async () => {
     const drops: { event: string; code: string }[] = []
     const { s, client } = await setup(
@@ -181,6 +191,19 @@ describe.each(transports)('packets (%s)', (transport) => {
     client.emit('upload', part, part, part)
     expect(await gone).not.toBe('io client disconnect')
     expect(s.deliveredCount('/', 'upload')).toBe(1)
+  })
+
+  it('reads an attachment count as socket.io-parser does: a count written 00003 is 3, and the packet is refused whole', async () => {
+    const { s, client } = await setup({ maxPacketBytes: 2000 }, transport)
+    const part = Buffer.alloc(900, 1)
+    const gone = disconnected(client)
+    // The packet as socket.io-client would write it for emit('upload', part, part, part), its count written "00003".
+    const placeholders = [0, 1, 2].map((num) => ({ _placeholder: true, num }))
+    const engine = client.io.engine
+    engine.write(`500003-${JSON.stringify(['upload', ...placeholders])}`)
+    for (let i = 0; i < 3; i++) engine.write(part)
+    expect(await gone).not.toBe('io client disconnect')
+    expect(s.deliveredCount('/', 'upload')).toBe(0)
   })
 
   it('lowers engine.io maxHttpBufferSize to maxPacketBytes', async () => {
