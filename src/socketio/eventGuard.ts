@@ -147,7 +147,7 @@ export class EventGuard {
     this.refused++
     ack?.()({ error: refusal(code, message, retryAfterMs) })
     try {
-      this.onDrop?.(this.socket, { event, code, retryAfterMs: retryAfterMs ?? 0 })
+      ignoreRejection(this.onDrop?.(this.socket, { event, code, retryAfterMs: retryAfterMs ?? 0 }))
     } catch {
       // A broken counting callback must not break the socket's handling.
     }
@@ -182,12 +182,21 @@ function eventCostOf(
   if (cost === undefined) return 1
   if (typeof cost !== 'function') return cost[event] ?? 1
   try {
-    const points = cost(event, data.slice(1))
+    const points: unknown = cost(event, data.slice(1))
+    // A cost is known at once or not at all: an async function's promise is no price (and must not reject unheard).
+    ignoreRejection(points)
     // At least 1, as in a map: an event priced 0 would pass every budget.
     return typeof points === 'number' && Number.isFinite(points) && points >= 0
       ? Math.max(1, Math.ceil(points))
       : undefined
   } catch {
     return undefined
+  }
+}
+
+/** A callback's result, if it is a promise, may reject: that rejection is nobody's to handle, so it is dropped. */
+function ignoreRejection(value: unknown): void {
+  if (typeof (value as { then?: unknown } | null)?.then === 'function') {
+    ;(value as PromiseLike<unknown>).then(undefined, () => undefined)
   }
 }

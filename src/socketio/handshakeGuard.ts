@@ -26,8 +26,11 @@ export type OpenConnections = () => number
  * answer 403). Requests of an existing session (`sid`) pass untouched.
  */
 export class HandshakeGuard {
-  /** Handshakes being decided now; they count against `maxConnections` like open connections. */
-  pending = 0
+  /**
+   * Handshakes admitted or being decided, until engine.io opens their session or refuses it (`settle`): they count
+   * against `maxConnections` like open connections, also while the app's `allowRequest` or `generateId` run.
+   */
+  private readonly opening = new Map<IncomingMessage, () => void>()
   private readonly handshakes: RateLimiter | undefined
   private readonly clientIp: (req: IncomingMessage) => string
   private readonly ipKey: (ip: string) => string
@@ -58,26 +61,45 @@ export class HandshakeGuard {
     // Node took its own error listener off the socket before 'upgrade': a client resetting it while we decide would
     // otherwise be an uncaught 'error'.
     socket?.on('error', () => socket.destroy())
-    if (this.closed || this.openConnections() + this.pending >= this.options.maxConnections) {
+    if (this.closed || this.openConnections() + this.opening.size >= this.options.maxConnections) {
       answer(res, 503, { 'Retry-After': '1' }, refusal('UNAVAILABLE', 'Server full', 1000))
       return
     }
+    // Whatever engine.io does with the request, it is settled once its connection is gone.
+    const gone = () => this.settle(req)
+    this.opening.set(req, gone)
+    req.socket.once('close', gone)
     if (this.handshakes === undefined) {
       next()
       return
     }
-    this.pending++
     this.spend(req).then(
       (decision) => {
-        this.pending--
-        if (decision.allowed) next()
-        else answerDecision(res, decision, this.handshakes as RateLimiter)
+        if (decision.allowed) {
+          next()
+          return
+        }
+        this.settle(req)
+        answerDecision(res, decision, this.handshakes as RateLimiter)
       },
       () => {
-        this.pending--
+        this.settle(req)
         answer(res, 503, { 'Retry-After': '1' }, refusal('UNAVAILABLE', 'Unavailable', 1000))
       },
     )
+  }
+
+  /** Handshakes admitted whose session engine.io has not opened or refused yet. */
+  get pending(): number {
+    return this.opening.size
+  }
+
+  /** The handshake of `req` is over: its session is open (engine.io's `connection`), or refused. */
+  settle(req: IncomingMessage): void {
+    const gone = this.opening.get(req)
+    if (gone === undefined) return
+    this.opening.delete(req)
+    req.socket.off('close', gone)
   }
 
   /** Spends one handshake token for the client of `req` (allowed when handshakes are not limited). */

@@ -13,7 +13,7 @@ const BINARY_ACK = '6'
  * Guards what one engine.io connection hands socket.io's decoder, before anything is decoded:
  * - **packet size, attachments included**: engine.io caps each message at `maxHttpBufferSize`, but a binary packet
  *   is a header and up to 10 attachments, each a message of its own. The header is held until its attachments have
- *   come; the whole packet passes only within `maxPacketBytes`.
+ *   come; the whole packet passes only within `maxPacketBytes`. Each attachment counts as a packet for the rate.
  * - **packets per second** of every kind and namespace (events, acknowledgements, connects): a local token bucket
  *   of one second's worth; a connection over it is closed. It is the backstop against floods, below the per-event
  *   limits of each namespace.
@@ -65,7 +65,9 @@ export class PacketGate {
 
   private attach(data: unknown): readonly unknown[] {
     const held = this.held as NonNullable<PacketGate['held']>
-    held.bytes += byteLength(data)
+    // Each attachment is a message of its own: it counts against the rate, and weighs at least a message's framing.
+    if (!this.admitRate()) return NOTHING
+    held.bytes += Math.max(byteLength(data), ATTACHMENT_OVERHEAD_BYTES)
     if (held.bytes > this.maxPacketBytes) return this.close()
     held.parts.push(data)
     held.missing--
@@ -94,6 +96,11 @@ export class PacketGate {
 
 const NOTHING: readonly unknown[] = []
 
+/** socket.io-parser's limit of attachments per packet (its `maxAttachments`). */
+const MAX_ATTACHMENTS = 10
+/** What an attachment weighs at the least in the size check: an empty one still costs a message to receive. */
+const ATTACHMENT_OVERHEAD_BYTES = 16
+
 /**
  * The attachment count of a binary packet's header (`51-["upload",{"_placeholder":true,"num":0}]`), 0 for any
  * other packet. Read exactly as socket.io-parser reads it (every character up to the first `-`, as a number:
@@ -105,7 +112,8 @@ function attachmentCount(data: string): number {
   const dash = data.indexOf('-', 1)
   if (dash === -1) return 0
   const count = Number(data.slice(1, dash))
-  return Number.isInteger(count) && count > 0 ? count : 0
+  // More than socket.io-parser takes: it refuses the header (and the connection) at once, so nothing is held.
+  return Number.isInteger(count) && count > 0 && count <= MAX_ATTACHMENTS ? count : 0
 }
 
 function byteLength(data: unknown): number {

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http'
 import type { Namespace, Server, Socket } from 'socket.io'
 import { SOCKET_IO_DISCONNECT_EVENT } from '../client/socketIoRefusals.js'
 import { invalidArgument, invalidOption } from '../core/errors.js'
@@ -80,8 +81,10 @@ class ProtectedServer {
   private readonly maxPacketBytes: number
   private readonly renewTimer: NodeJS.Timeout
   private readonly onEngineConnection = (conn: EngineConnection) => {
+    this.handshakes.settle(conn.request)
     new PacketGate(conn, this.maxPacketBytes, this.resolved.packetsPerSecond).install()
   }
+  private readonly onEngineRefusal = ({ req }: { req: IncomingMessage }) => this.handshakes.settle(req)
   private readonly onNewNamespace = (nsp: Namespace) => this.guardNamespace(nsp)
 
   constructor(
@@ -94,6 +97,7 @@ class ProtectedServer {
     turnOffRecoverySkip(io)
     io.engine.use(this.handshakes.middleware)
     io.engine.on('connection', this.onEngineConnection)
+    io.engine.on('connection_error', this.onEngineRefusal)
     for (const nsp of io._nsps.values()) this.guardNamespace(nsp)
     io.on('new_namespace', this.onNewNamespace)
     // One timer for all sockets: renew leases well before they expire (a RedisStore batches the renewals).
@@ -202,6 +206,7 @@ class ProtectedServer {
     this.handshakes.closed = true
     clearInterval(this.renewTimer)
     this.io.engine.off('connection', this.onEngineConnection)
+    this.io.engine.off('connection_error', this.onEngineRefusal)
     this.io.off('new_namespace', this.onNewNamespace)
     for (const nsp of this.io._nsps.values()) {
       const run = this.runs.get(nsp)

@@ -140,6 +140,26 @@ describe('handshakes per client address', () => {
     expect(s.io.engine.clientsCount).toBe(1)
   })
 
+  it("holds maxConnections while the app's own allowRequest decides", async () => {
+    const s = await server(
+      { maxConnections: 3, handshakesPerIp: false },
+      {
+        serverOptions: {
+          // An app check that takes its time (a database lookup, say): sessions open only after it.
+          allowRequest: (_req, callback) => void setTimeout(() => callback(null, true), 50),
+        },
+      },
+    )
+    const answers = await Promise.all([
+      ...Array.from({ length: 6 }, () => pollingHandshake(s.port)),
+      ...Array.from({ length: 6 }, () => webSocketHandshake(s.port)),
+    ])
+    const statuses = answers.map((answer) => answer.status)
+    expect(statuses.filter((status) => status === 200 || status === 101)).toHaveLength(3)
+    expect(statuses.filter((status) => status === 503)).toHaveLength(9)
+    expect(s.io.engine.clientsCount).toBeLessThanOrEqual(3)
+  })
+
   it('counts a handshake with an empty sid, which engine.io takes for a new one', async () => {
     const s = await server({ handshakesPerIp: { capacity: 2, refillPerSecond: 0.01 }, maxConnections: 100 })
     const polling = [await pollingHandshake(s.port, '&sid='), await pollingHandshake(s.port, '&sid=')]

@@ -110,6 +110,17 @@ describe.each(transports)('events (%s)', (transport) => {
     expect(s.deliveredCount('/', 'free')).toBe(3)
   })
 
+  it('an async cost function is no price: its events are refused, and its rejections never reach the process', async () => {
+    const { s, client } = await setup(
+      // What a JavaScript caller (or a cast) can pass in spite of the types.
+      { dropsBeforeDisconnect: 100, eventCost: (async () => Promise.reject(new Error('too late'))) as never },
+      transport,
+    )
+    const acks = await burst(client, 'export', 3)
+    expect(acks.map(refusedCode)).toEqual(['EVENT_REFUSED', 'EVENT_REFUSED', 'EVENT_REFUSED'])
+    expect(s.deliveredCount('/', 'export')).toBe(0)
+  })
+
   it('events without an acknowledgement are refused the same way, and onDrop hears every refusal', async () => {
     const drops: { event: string; code: string }[] = []
     const { s, client } = await setup(
@@ -204,6 +215,34 @@ describe.each(transports)('packets (%s)', (transport) => {
     for (let i = 0; i < 3; i++) engine.write(part)
     expect(await gone).not.toBe('io client disconnect')
     expect(s.deliveredCount('/', 'upload')).toBe(0)
+  })
+
+  it('a header claiming more attachments than socket.io-parser takes is refused at once, and attachments count as packets', async () => {
+    const { s, client } = await setup({ packetsPerSecond: 50, eventsPerSecond: 1000 }, transport)
+    const gone = disconnected(client)
+    const engine = client.io.engine
+    // socket.io-parser refuses more than 10 attachments: the header closes the connection, nothing is held for it.
+    engine.write(`51000000000000-${JSON.stringify(['upload', { _placeholder: true, num: 0 }])}`)
+    for (let i = 0; i < 100; i++) engine.write(Buffer.alloc(0))
+    expect(await gone).not.toBe('io client disconnect')
+    expect(s.deliveredCount('/', 'upload')).toBe(0)
+  })
+
+  it('each attachment counts as a packet: 10 empty parts are 10 packets of packetsPerSecond', async () => {
+    // One second's worth is 12 packets: the namespace connect, then one header with 10 parts, leave nothing.
+    const { s, client } = await setup({ packetsPerSecond: 12, eventsPerSecond: 1000 }, transport)
+    const gone = disconnected(client)
+    const engine = client.io.engine
+    const placeholders = Array.from({ length: 10 }, (_, num) => ({ _placeholder: true, num }))
+    const upload = () => {
+      engine.write(`510-${JSON.stringify(['upload', ...placeholders])}`)
+      for (let part = 0; part < 10; part++) engine.write(Buffer.alloc(0))
+    }
+    upload()
+    await until(() => s.deliveredCount('/', 'upload') === 1, 'the first upload')
+    upload()
+    expect(await gone).not.toBe('io client disconnect')
+    expect(s.deliveredCount('/', 'upload')).toBe(1)
   })
 
   it('lowers engine.io maxHttpBufferSize to maxPacketBytes', async () => {
