@@ -4,11 +4,12 @@
  *   /graphql  GraphQL through Yoga: HTTP (GET and POST), SSE and graphql-ws; GraphiQL in a browser (or through
  *             Apollo Server with GRAPHQL_SERVER=apollo: HTTP and graphql-ws, Apollo Sandbox in a browser)
  *   /chat     a plain `ws` chat (text in, JSON out, broadcast to everyone, also seen by `subscription { messageAdded }`)
+ *   /socket.io/  the same chat over Socket.IO (auth { token }; emit `chat:message`, receive `message`)
  *   /metrics  Prometheus text (tollbooth/metrics on prom-client)
  *
  * Protection: a cost budget per user (per client IP when anonymous), depth/alias/token guards, `login` limited to 5
- * per minute per IP and e-mail, concurrent subscriptions per identity, and on both WebSocket servers connections
- * per identity, messages per second and message size.
+ * per minute per IP and e-mail, concurrent subscriptions per identity, and on both WebSocket servers and Socket.IO
+ * connections per identity, messages (events) per second and message size.
  *
  * Environment: PORT (default 4000; 0 picks a free one) · REDIS_URL=redis://… keeps every limit in Redis ·
  * REDIS_CLUSTER_NODES=host:port,host:port in a Redis Cluster · REDIS_PREFIX (default `tollbooth-example:`) ·
