@@ -34,9 +34,10 @@ export class EventGuard {
   private receivedPoints = 0
   private refused = 0
   private stopped = false
-  /** The GCRA step's `[emission, burst]` in µs for this socket. */
+  /** A µs unit of the socket's bucket: one point's refill time. */
   private readonly emission: number
-  private readonly burst: number
+  /** The GCRA step's args, `[emission, burst, cost]` in µs: the cost is set per event, the array kept. */
+  private readonly rateArgs: number[]
   /** The dearest event that can ever pass (points). */
   private readonly maxCost: number
 
@@ -44,11 +45,13 @@ export class EventGuard {
     private readonly socket: Socket,
     private readonly limits: ResolvedNamespaceLimits,
     private readonly budget: SharedBudget | undefined,
-    private readonly identity: () => string,
+    private readonly identity: string,
     private readonly onDrop: ResolvedSocketIoOptions['onDrop'],
+    /** The acknowledgement socket.io would give the event of this packet id. */
+    private readonly acknowledge: (id: number) => Acknowledge,
   ) {
     this.emission = Math.max(1, Math.round(1_000_000 / limits.eventsPerSecond))
-    this.burst = limits.eventBurst * this.emission
+    this.rateArgs = [this.emission, limits.eventBurst * this.emission, 0]
     this.maxCost =
       limits.identityEvents === false
         ? limits.eventBurst
@@ -59,11 +62,10 @@ export class EventGuard {
    * Decides one incoming event: `deliver` hands it to socket.io (its `onAny` listeners, middlewares and handlers);
    * a refused one is answered here through `acknowledge`, and the app sees nothing of it.
    */
-  admit(packet: EventPacket, deliver: () => void, acknowledge: (id: number) => Acknowledge): void {
+  admit(packet: EventPacket, deliver: () => void): void {
     if (this.stopped) return
     const event = String(packet.data[0])
-    const ack =
-      packet.id === undefined || packet.id === null ? undefined : () => acknowledge(packet.id as number)
+    const ack = packet.id ?? undefined
     const cost = eventCostOf(this.limits.eventCost, event, packet.data)
     if (cost === undefined) {
       this.refuse(event, ack, 'EVENT_REFUSED', 'This event could not be priced', undefined, 1)
@@ -82,7 +84,8 @@ export class EventGuard {
     }
     const now = nowMicros()
     this.count(now, cost)
-    const step = gcraStep(this.tat, now, 'consume', [this.emission, this.burst, cost * this.emission])
+    this.rateArgs[2] = cost * this.emission
+    const step = gcraStep(this.tat, now, 'consume', this.rateArgs)
     if (step.reply[0] === 0) {
       this.refuse(event, ack, 'RATE_LIMITED', 'Too many events', step.reply[3], 0)
       return
@@ -93,7 +96,7 @@ export class EventGuard {
       deliver()
       return
     }
-    const identity = this.identity()
+    const { identity } = this
     const taken = budget.take(identity, cost)
     if (taken === 'token') deliver()
     else if (taken === 'none') this.refuseShared(event, ack, identity)
@@ -111,7 +114,7 @@ export class EventGuard {
     this.stopped = true
   }
 
-  private refuseShared(event: string, ack: (() => Acknowledge) | undefined, identity: string): void {
+  private refuseShared(event: string, ack: number | undefined, identity: string): void {
     const budget = this.budget as SharedBudget
     this.refuse(
       event,
@@ -135,7 +138,7 @@ export class EventGuard {
 
   private refuse(
     event: string,
-    ack: (() => Acknowledge) | undefined,
+    ack: number | undefined,
     code: SocketIoRefusalCode,
     message: string,
     retryAfterMs: number | undefined,
@@ -145,7 +148,7 @@ export class EventGuard {
     const now = nowMicros()
     if (uncountedPoints > 0) this.count(now, uncountedPoints)
     this.refused++
-    ack?.()({ error: refusal(code, message, retryAfterMs) })
+    if (ack !== undefined) this.acknowledge(ack)({ error: refusal(code, message, retryAfterMs) })
     try {
       ignoreRejection(this.onDrop?.(this.socket, { event, code, retryAfterMs: retryAfterMs ?? 0 }))
     } catch {

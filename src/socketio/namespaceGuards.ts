@@ -27,8 +27,11 @@ export class ConnectionPool {
     }
     const { budget } = this
     await budget?.join(identity)
-    const guard = new EventGuard(socket, this.limits, budget, () => identity, this.options.onDrop)
-    guardEvents(socket, guard)
+    const internals = socket as unknown as SocketInternals
+    const guard = new EventGuard(socket, this.limits, budget, identity, this.options.onDrop, (id) =>
+      internals.ack.call(socket, id),
+    )
+    guardEvents(internals, guard)
     return new SocketAdmission(identity, lease, guard, budget)
   }
 }
@@ -106,11 +109,9 @@ interface SocketInternals {
  * Puts the guard where socket.io takes an event packet in (`onevent`): before `onAny` listeners, which socket.io
  * calls ahead of `socket.use` middlewares, so no listener of the app sees a refused event.
  */
-function guardEvents(socket: Socket, guard: EventGuard): void {
-  const internals = socket as unknown as SocketInternals
-  const onevent = internals.onevent
-  const acknowledge = (id: number) => internals.ack.call(socket, id)
-  internals.onevent = (packet: EventPacket) => {
-    guard.admit(packet, () => onevent.call(socket, packet), acknowledge)
+function guardEvents(socket: SocketInternals, guard: EventGuard): void {
+  const onevent = socket.onevent
+  socket.onevent = (packet: EventPacket) => {
+    guard.admit(packet, () => onevent.call(socket, packet))
   }
 }

@@ -2,7 +2,7 @@ import type { Socket } from 'socket.io'
 import { invalidOption } from '../core/errors.js'
 import { type FailPolicy, failPolicies } from '../core/failPolicy.js'
 import { type LimiterHooks, limiterHooksOption } from '../core/hooks.js'
-import { checkOptionKeys, optionNames } from '../core/knownOptions.js'
+import { checkOptionKeys, type OptionKeys, optionNames } from '../core/knownOptions.js'
 import type { Store } from '../core/stores/store.js'
 import {
   isOptionsObject,
@@ -133,7 +133,7 @@ export interface ResolvedSocketIoOptions {
 
 const owner = 'protectSocketIo'
 
-const NAMESPACE_OPTIONS = optionNames<SocketIoNamespaceOptions>({
+const NAMESPACE_KEYS: OptionKeys<SocketIoNamespaceOptions> = {
   maxConnectionsPerIdentity: true,
   eventsPerSecond: true,
   eventBurst: true,
@@ -141,15 +141,10 @@ const NAMESPACE_OPTIONS = optionNames<SocketIoNamespaceOptions>({
   identityEvents: true,
   dropsBeforeDisconnect: true,
   abuseFactor: true,
-})
+}
+const NAMESPACE_OPTIONS = optionNames<SocketIoNamespaceOptions>(NAMESPACE_KEYS)
 const OPTIONS = optionNames<ProtectSocketIoOptions>({
-  maxConnectionsPerIdentity: true,
-  eventsPerSecond: true,
-  eventBurst: true,
-  eventCost: true,
-  identityEvents: true,
-  dropsBeforeDisconnect: true,
-  abuseFactor: true,
+  ...NAMESPACE_KEYS,
   identify: true,
   trustProxy: true,
   ipv6Prefix: true,

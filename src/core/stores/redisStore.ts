@@ -227,7 +227,7 @@ export class RedisStore implements Store {
     const node = this.nodeOf(key)
     let call: Promise<number[]>
     if (isCluster(this.client)) {
-      const connection = this.connectionsByAddress().get(node)
+      const connection = this.connectionOf(node)
       call =
         connection === undefined
           ? Promise.reject(new Error(`no connection to ${node}`))
@@ -326,7 +326,7 @@ export class RedisStore implements Store {
     let asking = false
     for (let redirections = 0; ; redirections++) {
       const countsOnBreaker = redirections === 0
-      const connection = this.connectionsByAddress().get(target)
+      const connection = this.connectionOf(target)
       if (connection === undefined) {
         throw new TollboothError(ErrorCodes.STORE_UNAVAILABLE, `${this.name}: no connection to ${target}`)
       }
@@ -413,6 +413,13 @@ export class RedisStore implements Store {
     for (let start = 0; start < queued.length; start += this.maxBatch) {
       this.send(queued.slice(start, start + this.maxBatch))
     }
+  }
+
+  /** The own connection of the master at `address` (as in the client's slot map), found without a map per call. */
+  private connectionOf(address: string): RedisConnection | undefined {
+    return (this.client as RedisClusterClient)
+      .nodes('master')
+      .find((node) => `${node.options.host}:${node.options.port}` === address)
   }
 
   /** The cluster's masters' own connections, by address (as in the client's slot map). */
