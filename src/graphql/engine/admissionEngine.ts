@@ -73,6 +73,9 @@ export interface ServerAdapter {
   overHttp(context: GraphQLContext): boolean
 }
 
+/** What a context holds of its operations' work meters: the one, or a map of several (see `keepMeter`). */
+type MetersHeld = WorkMeter | Map<OperationDefinitionNode, WorkMeter> | undefined
+
 const EXHAUSTED = 'The budget cannot pay for more of this operation; the rest of it did not run.'
 
 /**
@@ -159,10 +162,9 @@ export class AdmissionEngine {
 
   /** The work meter of an operation admitted in `context`, if any. */
   private meterOf(context: unknown, operation: OperationDefinitionNode): WorkMeter | undefined {
-    const meters = (context as Record<symbol, Map<OperationDefinitionNode, WorkMeter>> | null)?.[
-      this.metersKey
-    ]
-    return meters?.get(operation)
+    const held = (context as Record<symbol, MetersHeld> | null)?.[this.metersKey]
+    if (held instanceof WorkMeter) return held.operation === operation ? held : undefined
+    return held?.get(operation)
   }
 
   /**
@@ -492,9 +494,9 @@ export class AdmissionEngine {
     const { priced, operation, wouldRefuse, context, state, schema } = pending
     const toSettle = { priced, cost, limiter, identity, decision }
     // A subscription's events pay a budget of their own, event by event: its meter only counts.
-    const meter = new WorkMeter(toSettle, !config.dryRun, operation.operation !== 'subscription')
+    const meter = new WorkMeter(toSettle, operation, !config.dryRun, operation.operation !== 'subscription')
     const metered = this.instrumented.has(schema)
-    if (metered) this.metersIn(context).set(operation, meter)
+    if (metered) this.keepMeter(context, meter)
     // Every field named: a spread of `toSettle` followed by more fields allocated some hundreds of bytes more per
     // operation (V8 builds such an object field by field).
     return {
@@ -514,18 +516,25 @@ export class AdmissionEngine {
   }
 
   /**
-   * The work meters of a context's operations, made on first need. Yoga and Apollo give each operation of a batch a
-   * context of its own, but one object can still serve several operations: graphql-ws' `context` given as an object,
-   * or a caller of Envelop's `execute` passing the same `contextValue` twice.
+   * Keeps `meter` with its context, for the resolvers to report to. Yoga and Apollo give each operation of a batch a
+   * context of its own, which then holds that one meter; but one object can still serve several operations
+   * (graphql-ws' `context` given as an object, a caller of Envelop's `execute` passing the same `contextValue`
+   * twice), and a context that does holds a map of them, by operation. Not a map for every operation: it was
+   * a fifth of what admission allocates.
    */
-  private metersIn(context: GraphQLContext): Map<OperationDefinitionNode, WorkMeter> {
-    const holder = context as Record<symbol, Map<OperationDefinitionNode, WorkMeter> | undefined>
-    let meters = holder[this.metersKey]
-    if (meters === undefined) {
-      meters = new Map()
-      holder[this.metersKey] = meters
+  private keepMeter(context: GraphQLContext, meter: WorkMeter): void {
+    const holder = context as Record<symbol, MetersHeld>
+    const held = holder[this.metersKey]
+    if (held === undefined || (held instanceof WorkMeter && held.operation === meter.operation)) {
+      holder[this.metersKey] = meter
+    } else if (held instanceof WorkMeter) {
+      holder[this.metersKey] = new Map([
+        [held.operation, held],
+        [meter.operation, meter],
+      ])
+    } else {
+      held.set(meter.operation, meter)
     }
-    return meters
   }
 
   /** Refuses the operation (or, in dry-run, notes the refusal); answers whether admission stops here. */

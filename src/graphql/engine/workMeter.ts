@@ -1,3 +1,4 @@
+import type { OperationDefinitionNode } from 'graphql'
 import type { Decision } from '../../core/decision.js'
 import { debitWork, hasChargeToSettle, type OperationToSettle } from './settlement.js'
 
@@ -39,6 +40,8 @@ export class WorkMeter {
   constructor(
     /** The operation, as admission charged it. */
     readonly admission: OperationToSettle & { readonly context?: unknown },
+    /** The operation's definition in its document, by which its context finds this meter. */
+    readonly operation: OperationDefinitionNode,
     /** Whether an exhausted operation's lists are refused (not in dry-run). */
     private readonly enforce: boolean,
     /** False for a subscription: its events pay a budget of their own, event by event. */

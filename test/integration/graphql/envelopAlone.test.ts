@@ -20,6 +20,8 @@ import { tokenBucket } from '../../../src/index.js'
 
 interface AppContext {
   user?: string
+  /** What a server of one's own may put in the context: tollbooth then answers as over HTTP. */
+  request?: Request
 }
 
 const engine = useEngine({ parse, validate, specifiedRules, execute, subscribe })
@@ -107,5 +109,14 @@ describe('Envelop without Yoga', () => {
     })
     await expect(ask({})).rejects.toBe(failure)
     expect(runs()).toBe(0)
+  })
+
+  it('an operation is settled with a Fetch request in the context, which Yoga does not run', async () => {
+    const { ask, limiter } = app((context) => context.user ?? 'anonymous')
+    const answered = await ask({ user: 'alice', request: new Request('http://localhost/graphql') })
+    expect(answered.data).toEqual({ hello: 'world' })
+    // Settled in Envelop's onExecuteDone: Yoga's onExecutionResult, where Yoga settles it, never comes.
+    expect(answered.extensions?.cost).toMatchObject({ requestedQueryCost: 1, actualQueryCost: 1 })
+    expect((await limiter.peek('alice')).remaining).toBe(9)
   })
 })
