@@ -102,6 +102,12 @@ const WARM_UP_PASS_S = 2
 /** Of each workload, after its last round, per server: the allocation count (see `allocatedPerRequest`). */
 const ALLOCATION_PASS_S = 1
 /**
+ * Of the workload the allocation verdicts are for, after that pass, per server: requests answered one after another
+ * inside the server process, unmeasured and then counted. Two identical servers read within about 0.3 kB of each
+ * other this way, against several kB over the network, whose count moves with node:http and the load's concurrency.
+ */
+const IN_PROCESS_REQUESTS = 6000
+/**
  * Many short rounds rather than a few long ones: the machine's load drifts, and each round is paired with the plain
  * server's. Six rounds of both workloads keep a full run (nine servers) within about six to seven minutes.
  */
@@ -315,6 +321,7 @@ function report(
   contenders: readonly Contender[],
   results: ReadonlyMap<Contender, Round[]>,
   allocated: ReadonlyMap<Contender, number>,
+  inProcess: ReadonlyMap<Contender, number>,
 ): void {
   console.log()
   console.log(`workload ${workload.name}: medians over rounds`)
@@ -431,7 +438,7 @@ function report(
       )
     }
   }
-  if (workload.name === ALLOCATION_WORKLOAD) allocationVerdicts(contenders, results, allocated)
+  if (workload.name === ALLOCATION_WORKLOAD) allocationVerdicts(contenders, results, allocated, inProcess)
   const control = contenders.find((c) => c.key === 'yogaPlainAgain')
   const plain = contenders.find((c) => c.key === 'yogaPlain')
   if (control !== undefined && plain !== undefined) {
@@ -457,20 +464,32 @@ function report(
   console.log(`load average after workload ${workload.name}: ${loadAverage()}`)
 }
 
-/** tollbooth's extra bytes per request over its plain server against graphql-armor's, with the paired rate beside. */
+/**
+ * tollbooth's extra bytes per request over its plain server against graphql-armor's, with the paired rate beside.
+ * The verdict is on the in-process count (see `IN_PROCESS_REQUESTS`); the count over the network is printed beside.
+ */
 function allocationVerdicts(
   contenders: readonly Contender[],
   results: ReadonlyMap<Contender, Round[]>,
+  overNetwork: ReadonlyMap<Contender, number>,
   allocated: ReadonlyMap<Contender, number>,
 ): void {
   const byKey = (key: ContenderKey) => contenders.find((c) => c.key === key)
-  const extraOf = (contender: Contender) => {
+  const extraIn = (counts: ReadonlyMap<Contender, number>, contender: Contender) => {
     const plain = byKey(baselineOf(contender.key))
     return plain === undefined
       ? Number.NaN
-      : (allocated.get(contender) ?? Number.NaN) - (allocated.get(plain) ?? Number.NaN)
+      : (counts.get(contender) ?? Number.NaN) - (counts.get(plain) ?? Number.NaN)
   }
+  const extraOf = (contender: Contender) => extraIn(allocated, contender)
   console.log()
+  const twin = byKey('yogaPlainAgain')
+  if (twin !== undefined) {
+    console.log(
+      `allocations counted in process (${IN_PROCESS_REQUESTS} requests in turn): ${twin.name} ` +
+        `${signedKb(extraOf(twin))} over plain Yoga, the count's own spread`,
+    )
+  }
   for (const [key, target] of Object.entries(ALLOCATION_TARGETS) as [ContenderKey, AllocationTarget][]) {
     const contender = byKey(key)
     const reference = byKey(target.reference)
@@ -487,7 +506,8 @@ function allocationVerdicts(
       `allocation verdict, ${contender.name}: ${signedKb(extra)} per request over ${plain.name}, ` +
         `target ≤ ${reference.name}'s ${signedKb(extraOf(reference))} + ${fmt(target.marginBytes / 1000)} kB = ` +
         `${signedKb(allowed)}   ${extra <= allowed ? 'met' : `NOT met (${signedKb(extra - allowed)} over)`}` +
-        `   (paired rate ${paired.toFixed(2)}×)`,
+        `   (paired rate ${paired.toFixed(2)}×; over the network ${signedKb(extraIn(overNetwork, contender))} ` +
+        `against ${signedKb(extraIn(overNetwork, reference))})`,
     )
   }
 }
@@ -553,7 +573,12 @@ async function runWorkload(
   const allocated = new Map<Contender, number>()
   for (const contender of contenders)
     allocated.set(contender, await allocatedPerRequest(contender, workload, load))
-  report(workload, contenders, results, allocated)
+  const inProcess = new Map<Contender, number>()
+  if (workload.name === ALLOCATION_WORKLOAD) {
+    for (const contender of contenders)
+      inProcess.set(contender, await contender.process.allocatedInProcess(workload.name, IN_PROCESS_REQUESTS))
+  }
+  report(workload, contenders, results, allocated, inProcess)
   const errors = await Promise.all(
     contenders.map(async (c) => [c.key, (await c.process.stats()).storeErrors]),
   )

@@ -19,6 +19,7 @@ import {
   type ApolloServerOptions,
   type ApolloServerPlugin,
   type BaseContext,
+  HeaderMap,
 } from '@apollo/server'
 import { startStandaloneServer } from '@apollo/server/standalone'
 import { ApolloArmor, EnvelopArmor } from '@escape.tech/graphql-armor'
@@ -29,6 +30,7 @@ import { type TollboothGraphQLOptions, useTollbooth } from 'tollbooth/graphql'
 import { APOLLO_PLUGIN_MODULE, BURN_MICROS, CONTENDER_KEYS, type ContenderKey } from './contenders.js'
 import { BUDGET, costs, IDENTITY_HEADER, resolvers, typeDefs } from './schema.js'
 import type { ServerStats } from './serverProcess.js'
+import { WORKLOADS, type Workload, type WorkloadName } from './workloads.js'
 
 /** The Node request, which the Apollo contenders' context carries (for IP identity, and `identify` here). */
 interface ApolloBenchContext extends BaseContext {
@@ -86,15 +88,18 @@ class Counters {
 class Allocations {
   private static readonly SAMPLING_BYTES = 4096
   private readonly session = new Session()
+  private samplingBytes = Allocations.SAMPLING_BYTES
 
   constructor() {
     this.session.connect()
   }
 
-  async start(): Promise<void> {
+  /** `samplingBytes`: finer than the default for a count over few requests. */
+  async start(samplingBytes = Allocations.SAMPLING_BYTES): Promise<void> {
+    this.samplingBytes = samplingBytes
     // Node 20's types lack the two flags that keep collected objects; its V8 takes them.
     const params: HeapProfiler.StartSamplingParameterType & Record<string, unknown> = {
-      samplingInterval: Allocations.SAMPLING_BYTES,
+      samplingInterval: this.samplingBytes,
       includeObjectsCollectedByMajorGC: true,
       includeObjectsCollectedByMinorGC: true,
     }
@@ -220,8 +225,15 @@ async function yogaPlugins(key: ContenderKey, redisPort: number, counters: Count
   }
 }
 
+/** A server as the bench drives it: its URL, and the same server asked one request in this process. */
+interface Served {
+  url: string
+  /** Answers `body` for `identity` without the network (throws on anything but a 200 without errors). */
+  ask(body: string, identity: string): Promise<void>
+}
+
 /** A Yoga 5 server on node:http: its defaults (parse and validation caches on), no logging, no GraphiQL. */
-async function startYoga(plugins: Plugin[]): Promise<string> {
+async function startYoga(plugins: Plugin[]): Promise<Served> {
   const yoga = createYoga({
     schema: createSchema({ typeDefs, resolvers }),
     plugins,
@@ -230,7 +242,23 @@ async function startYoga(plugins: Plugin[]): Promise<string> {
   })
   const server = createServer(yoga)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/graphql`
+  const ask = async (body: string, identity: string) => {
+    const response = await yoga.fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: ACCEPT, [IDENTITY_HEADER]: identity },
+      body,
+    })
+    answered(response.status, await response.text())
+  }
+  return { url, ask }
+}
+
+const ACCEPT = 'application/graphql-response+json'
+
+function answered(status: number, body: string): void {
+  if (status !== 200 || body.includes('"errors"'))
+    throw new Error(`answered ${status}: ${body.slice(0, 200)}`)
 }
 
 async function apolloOptions(
@@ -291,21 +319,67 @@ function apolloHooksPlugin(): ApolloServerPlugin<ApolloBenchContext> {
  * An Apollo Server 5 on node:http through `startStandaloneServer` (its own body parser and CORS handling), its
  * defaults otherwise; the context carries the Node request, as tollbooth's Apollo plugin reads the client from it.
  */
-async function startApollo(options: ApolloServerOptions<ApolloBenchContext>): Promise<string> {
+async function startApollo(options: ApolloServerOptions<ApolloBenchContext>): Promise<Served> {
   const server = new ApolloServer<ApolloBenchContext>(options)
   const { url } = await startStandaloneServer(server, {
     context: async ({ req }) => ({ req }),
     listen: { port: 0, host: '127.0.0.1' },
   })
-  return url
+  const ask = async (body: string, identity: string) => {
+    const req = { headers: { [IDENTITY_HEADER]: identity }, socket: { remoteAddress: '127.0.0.1' } }
+    const response = await server.executeHTTPGraphQLRequest({
+      httpGraphQLRequest: {
+        method: 'POST',
+        headers: new HeaderMap([
+          ['content-type', 'application/json'],
+          ['accept', ACCEPT],
+        ]),
+        search: '',
+        body: JSON.parse(body) as unknown,
+      },
+      context: async () => ({ req }),
+    })
+    if (response.body.kind !== 'complete') throw new Error('answered in chunks')
+    answered(response.status ?? 200, response.body.string)
+  }
+  return { url, ask }
 }
+
+/**
+ * Bytes allocated per request when the server answers `requests` of the workload one after another in this process
+ * (Yoga's `fetch`, Apollo's `executeHTTPGraphQLRequest`), after as many unmeasured: what the server and its plugins
+ * allocate, without node:http and the load's concurrency, which move the count over the network by kilobytes from
+ * one pass to the next. Sampled finely, as the requests are fewer.
+ */
+async function allocatedInProcess(
+  served: Served,
+  workload: Workload,
+  requests: number,
+  allocations: Allocations,
+): Promise<number> {
+  const bodies = Array.from({ length: workload.identities }, (_, i) =>
+    JSON.stringify(workload.requestBody(i)),
+  )
+  const pass = async () => {
+    for (let i = 0; i < requests; i++) {
+      const index = i % bodies.length
+      await served.ask(bodies[index] as string, `in-process-${index}`)
+    }
+  }
+  await pass()
+  await allocations.start(IN_PROCESS_SAMPLING_BYTES)
+  await pass()
+  return (await allocations.stop()) / requests
+}
+
+const IN_PROCESS_SAMPLING_BYTES = 512
 
 async function serve(key: ContenderKey, redisPort: number): Promise<void> {
   const counters = new Counters()
-  const url = key.startsWith('apollo')
+  const served = key.startsWith('apollo')
     ? await startApollo(await apolloOptions(key, redisPort, counters))
     : await startYoga(await yogaPlugins(key, redisPort, counters))
-  process.stdout.write(`${JSON.stringify({ url })}\n`)
+  process.stdout.write(`${JSON.stringify({ url: served.url })}\n`)
   const allocations = new Allocations()
   for await (const line of createInterface({ input: process.stdin })) {
     if (line === 'stats') process.stdout.write(`${JSON.stringify(counters.stats())}\n`)
@@ -314,6 +388,15 @@ async function serve(key: ContenderKey, redisPort: number): Promise<void> {
       process.stdout.write('{}\n')
     } else if (line === 'allocations stop') {
       process.stdout.write(`${JSON.stringify({ bytes: await allocations.stop() })}\n`)
+    } else if (line.startsWith('in-process ')) {
+      const [, workload, requests] = line.split(' ')
+      const bytes = await allocatedInProcess(
+        served,
+        WORKLOADS[workload as WorkloadName],
+        Number(requests),
+        allocations,
+      )
+      process.stdout.write(`${JSON.stringify({ bytes })}\n`)
     }
   }
   // Through process.exit, so that --cpu-prof writes its profile; open sockets and Redis clients end with it.

@@ -61,6 +61,15 @@ export class ServerProcess {
     return (JSON.parse(await this.script.next()) as { bytes: number }).bytes
   }
 
+  /**
+   * Bytes allocated per request over `requests` of `workload` answered one after another inside the server process
+   * (bench/graphql/server.ts' `allocatedInProcess`).
+   */
+  async allocatedInProcess(workload: string, requests: number): Promise<number> {
+    this.script.send(`in-process ${workload} ${requests}`)
+    return (JSON.parse(await this.script.next()) as { bytes: number }).bytes
+  }
+
   /** Ends stdin (the server exits, writing its CPU profile if asked to); killed if it has not exited in 10 s. */
   async stop(): Promise<void> {
     await this.script.stop(10_000)

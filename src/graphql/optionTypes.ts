@@ -173,16 +173,14 @@ export interface TollboothGraphQLOptions<TContext extends object = GraphQLContex
 export type ParseFunction = (source: string | Source, options?: ParseOptions) => DocumentNode
 
 /**
- * What `useTollbooth` returns: the Envelop hooks it uses and four of Yoga's (`onYogaInit`, `onRequestParse`,
- * `onExecutionResult`, `onResponse`; Envelop alone never calls them). Spelled out with graphql-js types alone, so that the published
+ * What `useTollbooth` returns: the Envelop hooks it uses and three of Yoga's (`onRequestParse`, `onExecutionResult`,
+ * `onResponse`; Envelop alone never calls them). Spelled out with graphql-js types alone, so that the published
  * types need neither graphql-yoga nor @envelop/core: `createYoga({ plugins })` and `envelop({ plugins })` both take
  * it. Not generic on purpose: a context type here would be inferred from `createYoga`'s plugin list, which names
  * Yoga's own context (without the application's) when `createYoga` is not given its context types.
  */
 export interface TollboothPlugin {
   onSchemaChange(payload: { schema: GraphQLSchema }): void
-  /** Called by Yoga alone, once at startup: tells the plugin that Yoga's own hooks will run. */
-  onYogaInit(payload: { yoga: unknown }): void
   /** Present only with `limits.maxBatchSize`: Yoga runs every hook a plugin has, whether it does anything or not. */
   onRequestParse?(payload: { serverContext: unknown }): {
     onRequestParseDone(payload: { requestParserResult: unknown }): void
@@ -225,7 +223,7 @@ export interface TollboothPlugin {
   >
   onExecutionResult(payload: {
     result: unknown
-    setResult(result: ExecutionResult | AsyncIterableIterator<ExecutionResult>): void
+    setResult(result: ExecutionResult): void
     request: unknown
     context: unknown
   }): MaybePromise<void>

@@ -28,7 +28,6 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
     options.limits?.maxBatchSize === undefined ? {} : { onRequestParse: () => hooks.batchGuard }
   return {
     onSchemaChange: (payload) => hooks.onSchemaChange(payload.schema),
-    onYogaInit: () => hooks.onYogaInit(),
     ...batchGuard,
     onParse: (payload) => hooks.onParse(payload),
     onValidate: (payload) => hooks.onValidate(payload),
@@ -48,15 +47,6 @@ class YogaHooks {
   /** Over graphql-ws, Yoga's context has no `request`: a refusal's status and headers would only reach it as data. */
   private readonly overHttp = (context: GraphQLContext | undefined) => context?.request !== undefined
   private readonly engine: AdmissionEngine
-  /**
-   * Whether Yoga runs this plugin (its `onYogaInit` was called). Then an HTTP operation is settled in Yoga's
-   * `onExecutionResult`, a hook the plugin has anyway, rather than in an `onExecuteDone` Envelop would call too:
-   * every hook Envelop runs is a price per request (about 1.5 kB allocated for that one), whether it does anything
-   * or not. Over graphql-ws, and with Envelop alone, `onExecuteDone` settles.
-   */
-  private inYoga = false
-  /** Where an HTTP operation's admission waits for its result: on the operation's context, Yoga's for that one. */
-  private readonly admissionKey = Symbol('tollbooth admission')
   /**
    * Each HTTP request's state is kept on its Fetch `Request` (which every operation of a batch and every hook has),
    * made by the first operation that needs it, under a symbol of the plugin's own: not in a WeakMap keyed by the
@@ -88,10 +78,6 @@ class YogaHooks {
     this.engine.schemaChanged(schema)
   }
 
-  onYogaInit(): void {
-    this.inYoga = true
-  }
-
   onParse({ params, context, parseFn, setParseFn }: Hook<'onParse'>): HookResult<'onParse'> {
     const { engine } = this
     try {
@@ -116,17 +102,6 @@ class YogaHooks {
 
   onExecute(args: ExecutionArgs, stop: Stop): HookResult<'onExecute'> {
     const admitted = this.admit(args, stop)
-    if (this.inYoga && this.overHttp(args.contextValue as GraphQLContext | undefined)) {
-      const holder = args.contextValue as Record<symbol, AdmittedOperation | undefined>
-      if (!(admitted instanceof Promise)) {
-        if (admitted !== undefined) holder[this.admissionKey] = admitted
-        return undefined
-      }
-      return admitted.then((admission) => {
-        if (admission !== undefined) holder[this.admissionKey] = admission
-        return undefined
-      })
-    }
     return admitted instanceof Promise
       ? admitted.then((admission) => this.settleAfterExecution(admission))
       : this.settleAfterExecution(admitted)
@@ -155,13 +130,6 @@ class YogaHooks {
     request,
     context,
   }: Hook<'onExecutionResult'>): HookResult<'onExecutionResult'> {
-    const holder = context as Record<symbol, AdmittedOperation | undefined> | undefined
-    const admission = holder?.[this.admissionKey]
-    if (admission !== undefined) {
-      // Once: a context that serves a later operation holds no admission of this one.
-      ;(holder as Record<symbol, AdmittedOperation | undefined>)[this.admissionKey] = undefined
-      return setResult(this.settled(admission, result))
-    }
     // Yoga's response cache answers a hit from the request's parameters, before any hook of the operation runs.
     if (!servedFromResponseCache(result)) return undefined
     // The server's context, which Yoga gives the request only once it runs the operation.
@@ -226,7 +194,7 @@ class YogaHooks {
   /** What `onExecute` answers for an admitted operation: settle its result once executed. */
   private settleAfterExecution(admission: AdmittedOperation | undefined) {
     if (admission === undefined) return undefined
-    const hooks = this
+    const { engine } = this
     return {
       onExecuteDone({
         result,
@@ -235,17 +203,14 @@ class YogaHooks {
         result: unknown
         setResult: (result: ExecutionResult | AsyncIterableIterator<ExecutionResult>) => void
       }) {
-        setResult(hooks.settled(admission, result))
+        // Incremental delivery (@defer/@stream) is settled payload by payload, as it is sent.
+        setResult(
+          isAsyncIterable(result)
+            ? engine.settleIncremental(admission, result as AsyncIterable<ExecutionResult>)
+            : engine.settle(admission, result as ExecutionResult),
+        )
       },
     }
-  }
-
-  /** An admitted operation's result, settled at what it really cost. */
-  private settled(admission: AdmittedOperation, result: unknown) {
-    // Incremental delivery (@defer/@stream) is settled payload by payload, as it is sent.
-    return isAsyncIterable(result)
-      ? this.engine.settleIncremental(admission, result as AsyncIterable<ExecutionResult>)
-      : this.engine.settle(admission, result as ExecutionResult)
   }
 }
 
