@@ -88,7 +88,6 @@ class Counters {
 class Allocations {
   private static readonly SAMPLING_BYTES = 4096
   private readonly session = new Session()
-  private samplingBytes = Allocations.SAMPLING_BYTES
 
   constructor() {
     this.session.connect()
@@ -96,10 +95,9 @@ class Allocations {
 
   /** `samplingBytes`: finer than the default for a count over few requests. */
   async start(samplingBytes = Allocations.SAMPLING_BYTES): Promise<void> {
-    this.samplingBytes = samplingBytes
     // Node 20's types lack the two flags that keep collected objects; its V8 takes them.
     const params: HeapProfiler.StartSamplingParameterType & Record<string, unknown> = {
-      samplingInterval: this.samplingBytes,
+      samplingInterval: samplingBytes,
       includeObjectsCollectedByMajorGC: true,
       includeObjectsCollectedByMinorGC: true,
     }
