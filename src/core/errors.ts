@@ -15,6 +15,8 @@ export const ErrorCodes = {
   STORE_ERROR: 'TOLLBOOTH_ERR_STORE_ERROR',
   /** tollbooth/graphql: the operation could not be priced within `maxFieldVisits` (fragment explosion). */
   TOO_LARGE_TO_PRICE: 'TOLLBOOTH_ERR_TOO_LARGE_TO_PRICE',
+  /** A server library tollbooth plugs into is older than the version it needs (thrown as the server starts). */
+  UNSUPPORTED_PEER: 'TOLLBOOTH_ERR_UNSUPPORTED_PEER',
 } as const
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes]

@@ -14,6 +14,7 @@ import type { Store } from '../core/stores/store.js'
 import type { TrustProxy } from '../identity/clientIp.js'
 import type { CostAnalysisOptions } from './cost/costAnalyzer.js'
 import type { RefusalCode } from './refusal.js'
+import type { YogaServerSurface } from './yoga/yogaServer.js'
 
 /**
  * The context `useTollbooth`'s callbacks get when nothing says more: Yoga's context, or any Envelop context. The
@@ -173,10 +174,9 @@ export interface TollboothGraphQLOptions<TContext extends object = GraphQLContex
 export type ParseFunction = (source: string | Source, options?: ParseOptions) => DocumentNode
 
 /**
- * What `useTollbooth` returns: the Envelop hooks it uses and three of Yoga's (`onRequestParse`, `onExecutionResult`,
- * `onResponse`; Envelop alone never calls them). Spelled out with graphql-js types alone, so that the published
- * types need neither graphql-yoga nor @envelop/core: `createYoga({ plugins })` and `envelop({ plugins })` both take
- * it. Not generic on purpose: a context type here would be inferred from `createYoga`'s plugin list, which names
+ * What `useTollbooth` returns: the Envelop hooks it uses and Yoga's `onYogaInit` and `onRequestParse` (Envelop
+ * alone never calls them). Spelled out with graphql-js types alone, so that the published types need neither
+ * graphql-yoga nor @envelop/core: `createYoga({ plugins })` and `envelop({ plugins })` both take it. Not generic on purpose: a context type here would be inferred from `createYoga`'s plugin list, which names
  * Yoga's own context (without the application's) when `createYoga` is not given its context types.
  */
 export interface TollboothPlugin {
@@ -221,14 +221,6 @@ export interface TollboothPlugin {
       }
     | undefined
   >
-  onExecutionResult(payload: {
-    result: unknown
-    setResult(result: ExecutionResult): void
-    request: unknown
-    context: unknown
-  }): MaybePromise<void>
-  onResponse(payload: {
-    response: { readonly headers: { has(name: string): boolean; set(name: string, value: string): void } }
-    request: unknown
-  }): void
+  /** Yoga's: where the plugin attaches its HTTP steps to Yoga's server (src/graphql/yoga/yogaServer.ts). */
+  onYogaInit(payload: { yoga: YogaServerSurface }): void
 }

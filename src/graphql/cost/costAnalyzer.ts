@@ -94,6 +94,28 @@ export interface PricedOperation {
   incremental(): Pick<IncrementalCount, 'add'>
 }
 
+/**
+ * An operation priced by its cost directives: the estimate, and the count of its response from the same cache
+ * slot. One object rather than a closure per method: one is made for every operation.
+ */
+class PricedByDirectives implements PricedOperation {
+  constructor(
+    readonly cost: number,
+    private readonly analyzer: CostAnalyzer,
+    private readonly model: CostModel,
+    private readonly cached: VariablesEntry,
+    private readonly input: OperationInput,
+  ) {}
+
+  actual(data: unknown): number {
+    return this.analyzer.countResponse(this.model, this.cached, this.input, data)
+  }
+
+  incremental(): IncrementalCount {
+    return new IncrementalCount(this.analyzer.responsePlan(this.model, this.cached, this.input))
+  }
+}
+
 const OWNER = GRAPHQL_OPTIONS_OWNER
 /** Cost cache entries per document: one per distinct value of the variables the cost depends on. */
 const MAX_COSTS_PER_DOCUMENT = 64
@@ -214,9 +236,7 @@ export class CostAnalyzer {
     const cost = cached.cost
     // Kept only once priced: an operation that cannot be priced (invalid variables, too large) takes no slot.
     keep(slot, cached)
-    const actual = (data: unknown): number => this.countResponse(model, cached, input, data)
-    const incremental = () => new IncrementalCount(this.responsePlan(model, cached, input))
-    return { cost, actual, incremental }
+    return new PricedByDirectives(cost, this, model, cached, input)
   }
 
   /**
@@ -251,23 +271,15 @@ export class CostAnalyzer {
   /**
    * Counts a response with the compiled walk of its document and cost variables (built on first use, into
    * `cached`). A result without data (the executor refused the variables, say) costs nothing and builds nothing.
+   * @internal
    */
-  private countResponse(
-    model: CostModel,
-    cached: VariablesEntry,
-    input: OperationInput,
-    data: unknown,
-  ): number {
+  countResponse(model: CostModel, cached: VariablesEntry, input: OperationInput, data: unknown): number {
     if (data == null) return 0
     return this.responsePlan(model, cached, input)?.cost(data) ?? 0
   }
 
-  /** The compiled walk of responses to the operation, built on first use into `cached`. */
-  private responsePlan(
-    model: CostModel,
-    cached: VariablesEntry,
-    input: OperationInput,
-  ): ResponsePlan | undefined {
+  /** The compiled walk of responses to the operation, built on first use into `cached`. @internal */
+  responsePlan(model: CostModel, cached: VariablesEntry, input: OperationInput): ResponsePlan | undefined {
     if (cached.responsePlan === undefined) {
       const operation = selectOperation(input.document, input.operationName)
       if (operation === undefined) return undefined

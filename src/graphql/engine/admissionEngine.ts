@@ -184,14 +184,7 @@ export class AdmissionEngine {
     const error =
       meter === undefined || decision === undefined
         ? refusal(RefusalCodes.RATE_LIMITED, EXHAUSTED, 429)
-        : budgetRefusal(
-            this.config,
-            decision,
-            meter.admission.limiter,
-            meter.work,
-            'The operation',
-            EXHAUSTED,
-          )
+        : budgetRefusal(this.config, decision, meter.limiter, meter.work, 'The operation', EXHAUSTED)
     return withoutHttp(error)
   }
 
@@ -492,9 +485,16 @@ export class AdmissionEngine {
       if (this.refuse(pending, error, decision)) return undefined
     }
     const { priced, operation, wouldRefuse, context, state, schema } = pending
-    const toSettle = { priced, cost, limiter, identity, decision }
     // A subscription's events pay a budget of their own, event by event: its meter only counts.
-    const meter = new WorkMeter(toSettle, operation, !config.dryRun, operation.operation !== 'subscription')
+    const meter = new WorkMeter(
+      limiter,
+      identity,
+      cost,
+      decision,
+      operation,
+      !config.dryRun,
+      operation.operation !== 'subscription',
+    )
     const metered = this.instrumented.has(schema)
     if (metered) this.keepMeter(context, meter)
     // Every field named: a spread of `toSettle` followed by more fields allocated some hundreds of bytes more per
@@ -641,8 +641,13 @@ export class AdmissionEngine {
     const { meter } = admission
     if (meter.owesCapacity)
       return { paid: actual, balance: -(admission.decision.remaining + admission.limiter.limit) }
-    const { priced, limiter, identity, decision } = admission
-    const settled = settleCharge({ priced, limiter, identity, decision, cost: meter.paid }, actual)
+    const settled = settleCharge(
+      admission.limiter,
+      admission.identity,
+      admission.decision,
+      meter.paid,
+      actual,
+    )
     const balance = admission.cost - meter.paid + settled.balance
     meter.settle(settled.paid)
     return { paid: settled.paid, balance }

@@ -80,10 +80,8 @@ export function hidesWork(data: unknown, errors: readonly ErrorWithPath[] | unde
  * Whether admission spent the operation's cost from the store, so that settlement has something to move: not for a
  * fail-policy answer. A free operation was only peeked at: the store answered, so what it cost above 0 is billed.
  */
-export function hasChargeToSettle(operation: Pick<OperationToSettle, 'cost' | 'decision'>): boolean {
-  return (
-    spentByDecision(operation.decision) || (operation.cost === 0 && operation.decision.source === 'store')
-  )
+export function hasChargeToSettle(cost: number, decision: Decision): boolean {
+  return spentByDecision(decision) || (cost === 0 && decision.source === 'store')
 }
 
 /** Whether a decision really spent from the store (not a fail-policy answer): only then is there anything to give back. */
@@ -103,9 +101,15 @@ export interface Settled {
  * unless the debt would pass that bound; nothing moves when admission spent nothing from the store (a fail-open
  * decision).
  */
-export function settleCharge(operation: OperationToSettle, actual: number): Settled {
-  const { cost, decision, limiter, identity } = operation
-  if (!hasChargeToSettle(operation) || actual === cost) return { paid: actual, balance: 0 }
+export function settleCharge(
+  limiter: RateLimiter,
+  identity: string,
+  decision: Decision,
+  /** What the operation paid so far: its estimate, and any debit made while its work outran it. */
+  cost: number,
+  actual: number,
+): Settled {
+  if (!hasChargeToSettle(cost, decision) || actual === cost) return { paid: actual, balance: 0 }
   if (actual < cost) {
     const refund = cost - actual
     // Not awaited: the response need not wait for the store; a failed refund only leaves the charge in place.

@@ -1,6 +1,7 @@
 import type { OperationDefinitionNode } from 'graphql'
 import type { Decision } from '../../core/decision.js'
-import { debitWork, hasChargeToSettle, type OperationToSettle } from './settlement.js'
+import type { RateLimiter } from '../../core/rateLimiter.js'
+import { debitWork, hasChargeToSettle } from './settlement.js'
 
 /**
  * The work an admitted operation's resolvers have done so far, as they report it (cost/resolverWeights.ts), and
@@ -37,9 +38,15 @@ export class WorkMeter {
   /** A subscription's: the most work one event can be paid (its budget for events, full, plus what it may owe). */
   private eventCeiling = Number.POSITIVE_INFINITY
 
+  /**
+   * The operation as admission charged it: its budget and whose, its estimate, and the decision. Taken field by
+   * field rather than as an object, which would be one more per operation.
+   */
   constructor(
-    /** The operation, as admission charged it. */
-    readonly admission: OperationToSettle & { readonly context?: unknown },
+    readonly limiter: RateLimiter,
+    readonly identity: string,
+    cost: number,
+    decision: Decision,
     /** The operation's definition in its document, by which its context finds this meter. */
     readonly operation: OperationDefinitionNode,
     /** Whether an exhausted operation's lists are refused (not in dry-run). */
@@ -47,12 +54,11 @@ export class WorkMeter {
     /** False for a subscription: its events pay a budget of their own, event by event. */
     billsOperation = true,
   ) {
-    this.paid = admission.cost
-    this.bills = billsOperation && hasChargeToSettle(admission)
-    this.slack = Math.ceil(admission.limiter.limit / 20)
-    const { remaining } = admission.decision
+    this.paid = cost
+    this.bills = billsOperation && hasChargeToSettle(cost, decision)
+    this.slack = Math.ceil(limiter.limit / 20)
     this.ceiling = this.bills
-      ? admission.cost + Math.max(0, remaining) + admission.limiter.limit
+      ? cost + Math.max(0, decision.remaining) + limiter.limit
       : Number.POSITIVE_INFINITY
   }
 
@@ -97,7 +103,7 @@ export class WorkMeter {
     )
     if (amount <= 0) return undefined
     this.paid += amount
-    const decision = debitWork(this.admission.limiter, this.admission.identity, amount)
+    const decision = debitWork(this.limiter, this.identity, amount)
     if (decision instanceof Promise) {
       // A store that fails answers with its fail policy, not a rejection: a debit that rejects all the same (an
       // unexpected error) leaves the operation going, as the error says nothing of the budget.

@@ -7,6 +7,7 @@ import { callerRefusalResult } from '../engine/deliberateError.js'
 import { newRequestState, type RequestState } from '../engine/requestState.js'
 import type { GraphQLContext, TollboothGraphQLOptions, TollboothPlugin } from '../optionTypes.js'
 import { isRefusal } from '../refusal.js'
+import { aroundOperations, aroundResponses, checkYogaVersion, type YogaServerSurface } from './yogaServer.js'
 
 export type { CostExtension } from '../engine/operationResults.js'
 
@@ -33,8 +34,7 @@ export function useTollbooth<TContext extends object = GraphQLContext>(
     onValidate: (payload) => hooks.onValidate(payload),
     onExecute: ({ args, setResultAndStopExecution }) => hooks.onExecute(args, setResultAndStopExecution),
     onSubscribe: ({ args, setResultAndStopExecution }) => hooks.onSubscribe(args, setResultAndStopExecution),
-    onExecutionResult: (payload) => hooks.onExecutionResult(payload),
-    onResponse: ({ response, request }) => hooks.onResponse(response, request),
+    onYogaInit: ({ yoga }) => hooks.attachTo(yoga),
   }
 }
 
@@ -53,6 +53,12 @@ class YogaHooks {
    * request, whose entry for a fresh key on every request would be work of the hottest path for nothing.
    */
   private readonly requestStateKey = Symbol('tollbooth request state')
+  /**
+   * What the context of an operation Yoga's HTTP handler runs holds: the Fetch request, from the moment the handler
+   * starts it; once admitted, its admission, which the handler settles as it returns the result. An operation run
+   * otherwise (graphql-ws, Yoga's own plugins calling `getEnveloped`, Envelop alone) is settled in `onExecuteDone`.
+   */
+  private readonly httpOperationKey = Symbol('tollbooth HTTP operation')
   /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
   readonly batchGuard = {
     onRequestParseDone: ({ requestParserResult }: { requestParserResult: unknown }) => {
@@ -100,11 +106,29 @@ class YogaHooks {
     return undefined
   }
 
+  /**
+   * Yoga's HTTP steps, run around its server's functions (see yogaServer.ts): each HTTP operation settled as Yoga's
+   * handler returns its result, a response cache's hit charged, and the RateLimit fields written on the response as
+   * the handler returns it (before the server adapter's `onResponse` hooks, where a plugin may replace them).
+   */
+  attachTo(yoga: YogaServerSurface): void {
+    checkYogaVersion(yoga.version)
+    const key = this.httpOperationKey
+    aroundOperations(
+      yoga,
+      (context, request) => {
+        context[key] = request
+      },
+      (result, context, request) => this.settleHttp(result, context, request),
+    )
+    aroundResponses(yoga, (response, request) => this.writeHeaders(response, request))
+  }
+
   onExecute(args: ExecutionArgs, stop: Stop): HookResult<'onExecute'> {
     const admitted = this.admit(args, stop)
     return admitted instanceof Promise
-      ? admitted.then((admission) => this.settleAfterExecution(admission))
-      : this.settleAfterExecution(admitted)
+      ? admitted.then((admission) => this.settleAfterExecution(admission, args.contextValue))
+      : this.settleAfterExecution(admitted, args.contextValue)
   }
 
   async onSubscribe(args: ExecutionArgs, stop: Stop): HookResult<'onSubscribe'> {
@@ -124,33 +148,34 @@ class YogaHooks {
     }
   }
 
-  onExecutionResult({
-    result,
-    setResult,
-    request,
-    context,
-  }: Hook<'onExecutionResult'>): HookResult<'onExecutionResult'> {
-    // Yoga's response cache answers a hit from the request's parameters, before any hook of the operation runs.
-    if (!servedFromResponseCache(result)) return undefined
+  /**
+   * The result of an operation Yoga's HTTP handler answered: settled if it was admitted. Yoga's response cache
+   * answers a hit from the request's parameters, before any hook of the operation runs: the hit is charged here.
+   */
+  private settleHttp(result: unknown, context: Record<symbol, unknown>, request: unknown): unknown {
+    const held = context[this.httpOperationKey]
+    context[this.httpOperationKey] = undefined
+    if (held !== request && held !== undefined) {
+      const admission = held as AdmittedOperation
+      return isAsyncIterable(result)
+        ? this.engine.settleIncremental(admission, result as AsyncIterable<ExecutionResult>)
+        : this.engine.settle(admission, result as ExecutionResult)
+    }
+    if (!servedFromResponseCache(result)) return result
     // The server's context, which Yoga gives the request only once it runs the operation.
-    const httpContext: GraphQLContext = Object.assign(Object.create(context as object), { request })
-    const served = this.engine.admitServedResult(
-      result as ExecutionResult,
-      httpContext,
-      this.requestState(request),
-    )
-    if (!(served instanceof Promise)) return setResult(served)
-    return served.then(setResult)
+    const httpContext: GraphQLContext = Object.assign(Object.create(context), { request })
+    return this.engine.admitServedResult(result as ExecutionResult, httpContext, this.requestState(request))
   }
 
-  onResponse(response: Hook<'onResponse'>['response'], request: unknown): void {
+  /** Writes the request's RateLimit fields, if an operation noted them, on its Fetch `Response`. */
+  private writeHeaders(response: unknown, request: unknown): void {
     const state = (request as Record<symbol, RequestState | undefined> | undefined)?.[this.requestStateKey]
     if (state?.rateLimit === undefined || state.rateLimitPolicy === undefined) return
     // Lowercase names: whatwg-node's Headers lowercase every name on `has` and `set`, and a mixed-case one then
     // becomes a new string that is looked up the slow way; a lowercase one comes back as itself.
-    const headers = response.headers
-    // Fields the application already set (in a plugin listed before this one) stay, and none of these is mixed in
-    // with them: the fields of one response describe one decision.
+    const { headers } = response as FetchResponse
+    // Fields the application already set (in a result's `extensions.http.headers`) stay, and none of these is mixed
+    // in with them: the fields of one response describe one decision.
     if (headers.has('ratelimit') || headers.has('ratelimit-policy')) return
     headers.set('ratelimit-policy', state.rateLimitPolicy)
     headers.set('ratelimit', state.rateLimit)
@@ -191,9 +216,18 @@ class YogaHooks {
     }
   }
 
-  /** What `onExecute` answers for an admitted operation: settle its result once executed. */
-  private settleAfterExecution(admission: AdmittedOperation | undefined) {
+  /**
+   * What `onExecute` answers for an admitted operation: settle its result once executed — nothing for an operation
+   * Yoga's HTTP handler runs, which the handler settles (see `settleHttp`).
+   */
+  private settleAfterExecution(admission: AdmittedOperation | undefined, context: unknown) {
     if (admission === undefined) return undefined
+    const holder = context as Record<symbol, unknown>
+    const held = holder[this.httpOperationKey]
+    if (held !== undefined && held === (context as GraphQLContext).request) {
+      holder[this.httpOperationKey] = admission
+      return undefined
+    }
     const { engine } = this
     return {
       onExecuteDone({
@@ -216,6 +250,11 @@ class YogaHooks {
 
 /** The mark `@graphql-yoga/plugin-response-cache` puts on the results it serves from its cache. */
 const SERVED_FROM_RESPONSE_CACHE = Symbol.for('servedFromResponseCache')
+
+/** What the RateLimit fields are written on: a Fetch `Response`. */
+interface FetchResponse {
+  readonly headers: { has(name: string): boolean; set(name: string, value: string): void }
+}
 
 function servedFromResponseCache(result: unknown): boolean {
   return (result as Record<symbol, unknown> | undefined)?.[SERVED_FROM_RESPONSE_CACHE] === true

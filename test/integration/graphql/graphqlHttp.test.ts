@@ -13,7 +13,7 @@
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import type { ApolloServerPlugin, BaseContext } from '@apollo/server'
-import { type DocumentNode, GraphQLError, parse, print } from 'graphql'
+import { type DocumentNode, type ExecutionResult, GraphQLError, parse, print } from 'graphql'
 import { createSchema, type Plugin } from 'graphql-yoga'
 import { afterEach, beforeEach, describe, expect, inject, it, onTestFinished } from 'vitest'
 import type { TollboothError } from '../../../src/core/errors.js'
@@ -75,11 +75,21 @@ function batchRefusals(
   return body as ResultBody[]
 }
 
-/** A Yoga plugin that sets a response header (listed before tollbooth's, it sets it first). */
+/** A Yoga plugin that sets a response header through its result's `extensions.http.headers`, as Yoga lets one. */
 function yogaPluginSetting(name: string, value: string): Plugin {
   return {
+    onExecutionResult({ result, setResult }) {
+      const answered = result as ExecutionResult
+      setResult({ ...answered, extensions: { ...answered.extensions, http: { headers: { [name]: value } } } })
+    },
+  }
+}
+
+/** A Yoga plugin that sets response headers in the server adapter's `onResponse`, after the response is made. */
+function yogaPluginReplacing(fields: Record<string, string>): Plugin {
+  return {
     onResponse({ response }) {
-      response.headers.set(name, value)
+      for (const [name, value] of Object.entries(fields)) response.headers.set(name, value)
     },
   }
 }
@@ -250,7 +260,8 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
       const fields = { RateLimit: '"app";r=1;t=1', 'RateLimit-Policy': '"app";q=2;w=60' }
       for (const [name, value] of Object.entries(fields)) {
         const limiter = bucket(`app-${name}`, 100, 0.01)
-        // A plugin listed before tollbooth's sets the field, in each server's own hook for the response.
+        // A plugin sets the field as each server lets one set it for the response: Apollo's willSendResponse (listed
+        // before tollbooth's), the result's extensions.http.headers in Yoga.
         const server =
           driver.kind === 'yoga'
             ? await startYoga(
@@ -271,6 +282,23 @@ describe.each(graphqlServerDrivers)('$name over HTTP', (driver) => {
         expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 8)
       }
     })
+
+    if (driver.kind === 'yoga') {
+      it("a plugin's onResponse runs after tollbooth has written its fields: the plugin's replace them", async () => {
+        const limiter = bucket('app-onResponse', 100, 0.01)
+        const fields = { RateLimit: '"app";r=1;t=1', 'RateLimit-Policy': '"app";q=2;w=60' }
+        const server = await startYoga(
+          { limiter, store: fixture.store },
+          { pluginsBefore: [yogaPluginReplacing(fields)] },
+        )
+
+        const reply = await server.post({ query: EIGHT_USERS })
+        expect(reply.status).toBe(200)
+        expect(reply.headers.get('ratelimit')).toBe(fields.RateLimit)
+        expect(reply.headers.get('ratelimit-policy')).toBe(fields['RateLimit-Policy'])
+        expect((await limiter.peek(CLIENT_IP_KEY)).remaining).toBe(100 - 8)
+      })
+    }
 
     it('a query asked for as an event stream (SSE): Yoga answers one with the RateLimit headers, Apollo answers 406', async () => {
       const limiter = bucket('sse', 100, 0.01)
