@@ -37,7 +37,15 @@ export function quotaRestoreOf(step: AlgorithmName, unitArgs: readonly number[])
  *   elsewhere), until the current window ends, when what it counted starts to leave — a lower bound.
  */
 export function msUntilMoreQuota(decision: Decision, restore: QuotaRestore | undefined): number {
-  const { resetMs } = decision
+  return untilMoreQuotaMs(decision.resetMs, decision.moreQuotaMs, restore)
+}
+
+/** `msUntilMoreQuota` of a decision's `resetMs` and `moreQuotaMs`, without the decision. */
+export function untilMoreQuotaMs(
+  resetMs: number,
+  moreQuotaMs: number | undefined,
+  restore: QuotaRestore | undefined,
+): number {
   if (resetMs <= 0 || restore === undefined) return Math.max(0, resetMs)
   switch (restore.kind) {
     case 'steady': {
@@ -47,7 +55,7 @@ export function msUntilMoreQuota(decision: Decision, restore: QuotaRestore | und
     case 'window-end':
       return resetMs
     case 'sliding':
-      if (decision.moreQuotaMs !== undefined) return decision.moreQuotaMs
+      if (moreQuotaMs !== undefined) return moreQuotaMs
       return resetMs > restore.windowMs ? resetMs - restore.windowMs : resetMs
   }
 }

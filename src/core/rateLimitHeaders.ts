@@ -82,7 +82,7 @@ export function rateLimitHeaders(
 
   const headers: Record<string, string> = {
     'RateLimit-Policy': policyItem,
-    RateLimit: `${name};r=${remaining};t=${more}${pk}`,
+    RateLimit: rateLimitItem(name, remaining, more, pk),
   }
   if (retryAfter !== undefined) headers['Retry-After'] = String(retryAfter)
   if (options?.legacy === true) {
@@ -154,6 +154,25 @@ export function mergeRateLimitHeaders(list: readonly Record<string, string>[]): 
     }
   }
   return merged
+}
+
+/**
+ * The `RateLimit-Policy` and `RateLimit` values `rateLimitHeaders` sends for an allowed decision with `remaining`
+ * units left and more in `untilMoreMs`, one at a time: for an adapter that notes them for every operation (the
+ * GraphQL plugin), without a decision and a headers object made for each. @internal
+ */
+export function rateLimitPolicyField(policy: RateLimitPolicy): string {
+  return policyParts(policy).policyItem
+}
+
+/** See `rateLimitPolicyField`. @internal */
+export function rateLimitField(policy: RateLimitPolicy, remaining: number, untilMoreMs: number): string {
+  const { name, pk } = policyParts(policy)
+  return rateLimitItem(name, clampInteger(Math.floor(remaining)), seconds(untilMoreMs), pk)
+}
+
+function rateLimitItem(name: string, remaining: number, moreSeconds: number, pk: string): string {
+  return `${name};r=${remaining};t=${moreSeconds}${pk}`
 }
 
 interface PolicyParts {

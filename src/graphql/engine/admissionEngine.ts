@@ -8,8 +8,9 @@ import {
   type ValidationRule,
 } from 'graphql'
 import type { Decision } from '../../core/decision.js'
+import { untilMoreQuotaMs } from '../../core/quotaRestore.js'
 import type { RateLimiter } from '../../core/rateLimiter.js'
-import { rateLimitHeaders } from '../../core/rateLimitHeaders.js'
+import { rateLimitField, rateLimitPolicyField } from '../../core/rateLimitHeaders.js'
 import {
   CostAnalyzer,
   costAnalysisOptions,
@@ -497,7 +498,7 @@ export class AdmissionEngine {
     )
     const metered = this.instrumented.has(schema)
     if (metered) this.keepMeter(context, meter)
-    // Every field named: a spread of `toSettle` followed by more fields allocated some hundreds of bytes more per
+    // Every field named: a spread of `pending` followed by more fields allocated some hundreds of bytes more per
     // operation (V8 builds such an object field by field).
     return {
       priced,
@@ -587,6 +588,19 @@ export class AdmissionEngine {
     this.noteHeaders(admission, balance)
     const extension = this.costExtension(admission, paid, balance)
     return extension === undefined ? result : withCostExtension(result, extension)
+  }
+
+  /**
+   * An operation that ran but whose result never reached settlement (a plugin that ran after it threw, and the
+   * server answered an error): it pays its estimate, or the work its resolvers reported if that was more. Nothing is
+   * refunded for a response that could not be counted.
+   */
+  settleUnanswered(admission: AdmittedOperation): void {
+    const { paid } = this.settleMetered(
+      admission,
+      Math.max(admission.cost, this.workOf(admission)?.work ?? 0),
+    )
+    this.report(admission, paid)
   }
 
   /**
@@ -730,20 +744,12 @@ export class AdmissionEngine {
       limiter.algorithm === 'tokenBucket'
         ? Math.max(0, decision.resetMs - Math.floor((balance * 1000) / limiter.restorePerSecond))
         : decision.resetMs
-    // Written out rather than spread from `decision`: a literal of fixed shape costs a fraction of a copy.
-    const after: Decision = {
-      allowed: true,
-      limit: decision.limit,
-      remaining: Math.max(0, Math.floor(available(admission, balance))),
-      resetMs,
-      retryAfterMs: 0,
-      delayMs: decision.delayMs,
-      neverAllowed: false,
-      source: decision.source,
-    }
-    const fields = rateLimitHeaders(after, limiter.policy)
-    state.rateLimit = fields.RateLimit
-    state.rateLimitPolicy = fields['RateLimit-Policy']
+    // The fields of an allowed decision with what is left now, as rateLimitHeaders would send them. Admission's
+    // `moreQuotaMs` is not the budget's once some went back: a sliding window's `t` is its lower bound then.
+    const { policy } = limiter
+    const remaining = Math.max(0, Math.floor(available(admission, balance)))
+    state.rateLimit = rateLimitField(policy, remaining, untilMoreQuotaMs(resetMs, undefined, policy.restore))
+    state.rateLimitPolicy = rateLimitPolicyField(policy)
   }
 
   /** `extensions.cost` of an operation that paid `paid`, `balance` having gone back to the budget. */

@@ -54,9 +54,9 @@ class YogaHooks {
    */
   private readonly requestStateKey = Symbol('tollbooth request state')
   /**
-   * What the context of an operation Yoga's HTTP handler runs holds: the Fetch request, from the moment the handler
-   * starts it; once admitted, its admission, which the handler settles as it returns the result. An operation run
-   * otherwise (graphql-ws, Yoga's own plugins calling `getEnveloped`, Envelop alone) is settled in `onExecuteDone`.
+   * Where the context of an operation Yoga's HTTP handler runs holds its `HttpOperation`, from the moment the handler
+   * starts it. An operation run otherwise (graphql-ws, Yoga's own plugins calling `getEnveloped`, Envelop alone) has
+   * none, and is settled in `onExecuteDone`.
    */
   private readonly httpOperationKey = Symbol('tollbooth HTTP operation')
   /** The same hook object for every request: refuses HTTP batches over `maxBatchSize`. */
@@ -114,13 +114,22 @@ class YogaHooks {
   attachTo(yoga: YogaServerSurface): void {
     checkYogaVersion(yoga.version)
     const key = this.httpOperationKey
-    aroundOperations(
-      yoga,
-      (context, request) => {
-        context[key] = request
+    const { engine } = this
+    aroundOperations<HttpOperation>(yoga, {
+      start(context, request) {
+        const operation: HttpOperation = { request, admission: undefined }
+        context[key] = operation
+        return operation
       },
-      (result, context, request) => this.settleHttp(result, context, request),
-    )
+      answered: (result, operation, context, request) => {
+        if (context[key] === operation) context[key] = undefined
+        return this.settleHttp(result, operation, context, request)
+      },
+      failed(operation, context) {
+        if (context[key] === operation) context[key] = undefined
+        if (operation.admission !== undefined) engine.settleUnanswered(operation.admission)
+      },
+    })
     aroundResponses(yoga, (response, request) => this.writeHeaders(response, request))
   }
 
@@ -152,11 +161,13 @@ class YogaHooks {
    * The result of an operation Yoga's HTTP handler answered: settled if it was admitted. Yoga's response cache
    * answers a hit from the request's parameters, before any hook of the operation runs: the hit is charged here.
    */
-  private settleHttp(result: unknown, context: Record<symbol, unknown>, request: unknown): unknown {
-    const held = context[this.httpOperationKey]
-    context[this.httpOperationKey] = undefined
-    if (held !== request && held !== undefined) {
-      const admission = held as AdmittedOperation
+  private settleHttp(
+    result: unknown,
+    { admission }: HttpOperation,
+    context: Record<symbol, unknown>,
+    request: unknown,
+  ): unknown {
+    if (admission !== undefined) {
       return isAsyncIterable(result)
         ? this.engine.settleIncremental(admission, result as AsyncIterable<ExecutionResult>)
         : this.engine.settle(admission, result as ExecutionResult)
@@ -177,8 +188,12 @@ class YogaHooks {
     // Fields the application already set (in a result's `extensions.http.headers`) stay, and none of these is mixed
     // in with them: the fields of one response describe one decision.
     if (headers.has('ratelimit') || headers.has('ratelimit-policy')) return
-    headers.set('ratelimit-policy', state.rateLimitPolicy)
-    headers.set('ratelimit', state.rateLimit)
+    try {
+      headers.set('ratelimit-policy', state.rateLimitPolicy)
+      headers.set('ratelimit', state.rateLimit)
+    } catch {
+      // A response whose headers cannot change (`Response.redirect`, one fetched upstream) goes out as it is.
+    }
   }
 
   /** The state of the HTTP request `request`, made on first use; none without one (graphql-ws, Envelop alone). */
@@ -222,10 +237,16 @@ class YogaHooks {
    */
   private settleAfterExecution(admission: AdmittedOperation | undefined, context: unknown) {
     if (admission === undefined) return undefined
-    const holder = context as Record<symbol, unknown>
-    const held = holder[this.httpOperationKey]
-    if (held !== undefined && held === (context as GraphQLContext).request) {
-      holder[this.httpOperationKey] = admission
+    // Its context holds an operation of Yoga's handler (copied along with the context, if a plugin copied it), and
+    // one not yet admitted: a context several requests share at once (Yoga's handler then mixes their requests up
+    // too) lets an operation find another's; it is then settled in onExecuteDone instead.
+    const http = (context as Record<symbol, HttpOperation | undefined>)[this.httpOperationKey]
+    if (
+      http !== undefined &&
+      http.request === (context as GraphQLContext).request &&
+      http.admission === undefined
+    ) {
+      http.admission = admission
       return undefined
     }
     const { engine } = this
@@ -250,6 +271,12 @@ class YogaHooks {
 
 /** The mark `@graphql-yoga/plugin-response-cache` puts on the results it serves from its cache. */
 const SERVED_FROM_RESPONSE_CACHE = Symbol.for('servedFromResponseCache')
+
+/** An operation Yoga's HTTP handler runs: its request, and once admitted its admission, settled as Yoga answers. */
+interface HttpOperation {
+  readonly request: unknown
+  admission: AdmittedOperation | undefined
+}
 
 /** What the RateLimit fields are written on: a Fetch `Response`. */
 interface FetchResponse {

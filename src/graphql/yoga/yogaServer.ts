@@ -23,33 +23,51 @@ export interface YogaServerSurface {
  */
 export const OLDEST_YOGA = [5, 10, 2] as const
 
-export function checkYogaVersion(version: string): void {
-  const parts = version.split('.').map((part) => Number.parseInt(part, 10))
+export function checkYogaVersion(version: unknown): void {
+  const parts = String(version)
+    .split('.')
+    .map((part) => Number.parseInt(part, 10))
   for (const [i, oldest] of OLDEST_YOGA.entries()) {
     const part = parts[i] ?? Number.NaN
     if (part > oldest) return
     if (part === oldest) continue
     throw new TollboothError(
       ErrorCodes.UNSUPPORTED_PEER,
-      `useTollbooth: graphql-yoga ${OLDEST_YOGA.join('.')} or newer is needed, got ${version}`,
+      `useTollbooth: graphql-yoga ${OLDEST_YOGA.join('.')} or newer is needed, got ${String(version)}`,
     )
   }
 }
 
-/** Calls `after` with each operation's result as Yoga answers it over HTTP; `before` first, with its context. */
-export function aroundOperations(
-  yoga: YogaServerSurface,
-  before: (context: Record<symbol, unknown>, request: unknown) => void,
-  after: (result: unknown, context: Record<symbol, unknown>, request: unknown) => unknown,
-): void {
+/** What runs around each operation Yoga answers over HTTP. */
+export interface OperationSteps<Token> {
+  /** Before Yoga answers it, with the context it will run with; what `answered` or `failed` get back. */
+  start(context: Record<symbol, unknown>, request: unknown): Token
+  /** Yoga's answer, which this one replaces. */
+  answered(result: unknown, token: Token, context: Record<symbol, unknown>, request: unknown): unknown
+  /** Yoga's answer threw instead (a plugin's `onExecutionResult` did, say); the error goes on to Yoga's handler. */
+  failed(token: Token, context: Record<symbol, unknown>): void
+}
+
+export function aroundOperations<Token>(yoga: YogaServerSurface, steps: OperationSteps<Token>): void {
   const answer = yoga.getResultForParams.bind(yoga)
   yoga.getResultForParams = (payload, context) => {
     const held = context as Record<symbol, unknown>
-    before(held, payload.request)
-    const result = answer(payload, context)
-    return isThenable(result)
-      ? result.then((answered) => after(answered, held, payload.request))
-      : after(result, held, payload.request)
+    const token = steps.start(held, payload.request)
+    let result: unknown
+    try {
+      result = answer(payload, context)
+    } catch (error) {
+      steps.failed(token, held)
+      throw error
+    }
+    if (!isThenable(result)) return steps.answered(result, token, held, payload.request)
+    return result.then(
+      (answered) => steps.answered(answered, token, held, payload.request),
+      (error: unknown) => {
+        steps.failed(token, held)
+        throw error
+      },
+    )
   }
 }
 
