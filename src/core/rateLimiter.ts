@@ -10,7 +10,7 @@ import {
 import { LIMITER_KIND, type LimiterKind } from './limiterKind.js'
 import { type QuotaRestore, quotaRestoreOf } from './quotaRestore.js'
 import type { RateLimitPolicy } from './rateLimitHeaders.js'
-import type { AlgorithmName, StoreRequest } from './stores/store.js'
+import type { AlgorithmName, Reply, StoreRequest } from './stores/store.js'
 import { positiveInteger, validAmount, validKey } from './validate.js'
 
 export interface RateLimiterOptions extends LimiterOptions {
@@ -150,6 +150,34 @@ export class RateLimiter extends LimiterBase {
     validKey(this.algorithm, key)
     validAmount(this.algorithm, 'amount', amount)
     return this.runInMemory(memory, this.request('debit', key, amount), amount)
+  }
+
+  /**
+   * @internal A debit for work that has not run yet, when the store is in memory (undefined when it is remote):
+   * `wanted` units if the key can owe them within one quota, else `needed`; when even `needed` would pass that
+   * bound, nothing at all (`taken` 0, and the decision is the key's state), so that the work refused for it costs
+   * nothing.
+   */
+  debitWithinDebtNow(
+    key: string,
+    wanted: number,
+    needed: number,
+  ): { readonly decision: Decision; readonly taken: number } | undefined {
+    const memory = this.memoryStore
+    if (memory === undefined) return undefined
+    validKey(this.algorithm, key)
+    validAmount(this.algorithm, 'amount', wanted)
+    for (const amount of wanted > needed ? [wanted, needed] : [wanted]) {
+      const started = performance.now()
+      // consumeAllNow writes a step only if it allows: a debit that cannot take its whole amount takes nothing.
+      const [reply] = memory.consumeAllNow([this.request('debit', key, amount)])
+      const decision = this.toDecision(reply as Reply, 'store')
+      if (decision.allowed) {
+        this.report('debit', key, decision, amount, started)
+        return { decision, taken: amount }
+      }
+    }
+    return { decision: this.runInMemory(memory, this.request('peek', key, 1), 0), taken: 0 }
   }
 
   /** Forgets everything about `key`: the next request starts with a full budget. */

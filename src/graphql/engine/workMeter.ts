@@ -10,7 +10,8 @@ import { debitWork, hasChargeToSettle } from './settlement.js'
  * what the budget held when it was admitted, plus the budget's capacity, the most it may owe. That bound needs no
  * answer from the store, so it holds as well on Redis, where a debit's answer comes after the work it pays for has
  * run on. A debit the store refuses (other operations of the caller spent the budget meanwhile) exhausts the
- * operation as well: nothing of it runs after that answer arrives.
+ * operation as well: nothing of it runs after that answer arrives. A memory store answers before the work runs: a
+ * debit it cannot take whole within the budget's debt takes nothing, and the work it was for is refused.
  */
 export class WorkMeter {
   /** Points of work the resolvers reported. */
@@ -84,7 +85,7 @@ export class WorkMeter {
       return false
     }
     this.work += points
-    this.cover(this.work)
+    this.cover(this.work, true)
     if (!this.stopped) return true
     this.work -= points
     return false
@@ -92,9 +93,10 @@ export class WorkMeter {
 
   /**
    * Makes sure the operation has paid at least `total`: debits the difference, and some slack, when it has not.
-   * Answers the debit's decision, if there was one.
+   * Answers the debit's decision, if there was one. `beforeWork`: the work beyond what was paid has not run yet (it
+   * runs only if paid), so on a memory store a debit the budget cannot take within its debt takes nothing.
    */
-  cover(total: number): Decision | Promise<Decision | undefined> | undefined {
+  cover(total: number, beforeWork = false): Decision | Promise<Decision | undefined> | undefined {
     if (!this.bills || total <= this.paid) return undefined
     // The slack never takes the operation past what it can pay: a refusal there is the ceiling's, not the store's.
     const amount = Math.min(
@@ -102,6 +104,16 @@ export class WorkMeter {
       Math.max(0, this.ceiling - this.paid),
     )
     if (amount <= 0) return undefined
+    if (beforeWork) {
+      const inMemory = this.limiter.debitWithinDebtNow?.(this.identity, amount, total - this.paid)
+      if (inMemory !== undefined) {
+        this.paid += inMemory.taken
+        this.lastDecision = inMemory.decision
+        // Refused, nothing was taken: the work it was for is refused, and the operation ends there.
+        if (inMemory.taken === 0) this.exhausted = true
+        return inMemory.decision
+      }
+    }
     this.paid += amount
     const decision = debitWork(this.limiter, this.identity, amount)
     if (decision instanceof Promise) {

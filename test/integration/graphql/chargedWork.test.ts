@@ -63,6 +63,8 @@ const typeDefs = /* GraphQL */ `
     lookup(id: ID!): Item @cost(weight: 50)
     "The resolver of the review: null means no limit, and a negative first slices from the end."
     users(first: Int = 10): [Item!]! @listSize(slicingArguments: ["first"])
+    "The same, each call answering once \`together\` calls are waiting: operations that all run at once."
+    usersTogether(first: Int = 10, together: Int!): [Item!]! @listSize(slicingArguments: ["first"])
     "100 items, priced at the default size, 10."
     big: [Item!]!
   }
@@ -87,6 +89,8 @@ function createServerSchema(calls: Record<string, number>) {
   const count = (name: string) => {
     calls[name] = (calls[name] ?? 0) + 1
   }
+  /** The calls of usersTogether waiting for the others. */
+  const waiting: (() => void)[] = []
   /** Counts a call of `name`'s resolver and answers `value`. */
   const counted = <T>(name: string, value: T): T => {
     count(name)
@@ -123,6 +127,12 @@ function createServerSchema(calls: Record<string, number>) {
           count('users')
           const all = Array.from({ length: ALL_USERS }, (_, i) => item(i))
           return first === null ? all : all.slice(0, first)
+        },
+        usersTogether: async (_: unknown, { together }: { together: number }) => {
+          count('usersTogether')
+          if (calls.usersTogether === together) for (const release of waiting.splice(0)) release()
+          else await new Promise<void>((resolve) => waiting.push(resolve))
+          return Array.from({ length: ALL_USERS }, (_, i) => item(i))
         },
       },
       Item: {
@@ -405,6 +415,24 @@ describe.each(graphqlServerDrivers)('$name', (driver: GraphQLServerDriver) => {
       expect(charged).toBeLessThanOrEqual(2000 + 10 * 200)
       const next = await server.post('{ items(first: 1) { id } }')
       expect(next.status).toBe(429)
+    })
+
+    it('30 at once, each a list of 1,000 priced at 10: the refused lists cost nothing, the store keeps what the responses say', async () => {
+      const limiter = budget(1000)
+      const server = await start({ limiter })
+      // Priced at the default size (10), admitted together (300 spent), each list answering 1,000 users. The first
+      // pays them from the 700 left and 290 of debt; every later one would take the debt past the budget's
+      // capacity: refused before its items run, it pays minCost (1) and nothing of the debit it asked for.
+      const replies = await Promise.all(
+        Array.from({ length: 30 }, () => server.post('{ usersTogether(first: null, together: 30) { id } }')),
+      )
+      expect(replies.map((reply) => reply.status)).toEqual(replies.map(() => 200))
+      const paid = replies.map((reply) => reply.body.extensions?.cost?.actualQueryCost)
+      expect(paid.filter((cost) => cost === ALL_USERS)).toHaveLength(1)
+      expect(paid.filter((cost) => cost === 1)).toHaveLength(29)
+      expect(replies.filter((reply) => reply.body.data === null)).toHaveLength(29)
+      // 1,029 paid of 1,000: owing 29, the budget has 1 point again once 30 are back, in 3,000 s at 0.01 per second.
+      expect(Math.round((await limiter.peek(CLIENT)).retryAfterMs / 1000)).toBe(3000)
     })
   })
 
